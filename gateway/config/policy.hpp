@@ -1,0 +1,119 @@
+#pragma once
+/// Policy files (policies/*.yaml, DESIGN §9): categories, their limits, PoW settings and
+/// violation reasons, read into plain immutable structs.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gateway/core/clock.hpp"
+#include "gateway/core/levels.hpp"
+#include "gateway/core/units.hpp"
+
+namespace tollgate::config {
+
+/// One tier of one limit: `rate` with `burst`.
+struct tier_config {
+  core::rate rate;          ///< e.g. 2/s
+  std::uint32_t burst = 0;  ///< requests admitted at once, 1..1000000
+};
+
+/// The limit on one level of a category: either tier may be left out.
+struct limit_config {
+  std::optional<tier_config> tiers[2];  ///< indexed by core::tier
+  std::string header;                   ///< identity level only: the header that names the key
+};
+
+/// Proof-of-work settings of a category (DESIGN §5).
+struct pow_config {
+  bool enabled = false;              ///< require proofs from clients with violations
+  std::uint32_t base_bits = 16;      ///< difficulty at one violation
+  std::uint32_t step_bits = 2;       ///< added per further violation
+  std::uint32_t max_bits = 28;       ///< cap
+  bool on_limit = false;             ///< pay to pass: 428 instead of 429
+  std::uint32_t on_limit_bits = 20;  ///< difficulty of a pay-to-pass proof
+};
+
+/// How WebSocket messages are charged against a connection's message limit.
+enum class message_cost { per_message, per_kib };
+/// What happens to a message over the limit.
+enum class excess_action { close, drop };
+
+/// WebSocket options of a category (DESIGN §6).
+struct websocket_config {
+  std::uint64_t max_message_size = 1 << 20;               ///< larger: close 1009
+  std::optional<tier_config> messages;                    ///< per-connection message limit
+  message_cost cost = message_cost::per_message;          ///< how messages are charged
+  excess_action on_excess = excess_action::close;         ///< close 1008 or drop
+  core::nanos max_lifetime = 24 * 3600 * core::ns_per_s;  ///< then close 1001
+  core::nanos idle_timeout = 60 * core::ns_per_s;         ///< without traffic or pings
+  std::uint32_t max_connections_per_address = 10;         ///< excess upgrades get 429
+};
+
+/// A category: what each of its requests costs and what limits it.
+struct category_config {
+  std::string name;        ///< [a-z0-9_-], used as a metric label
+  std::uint32_t cost = 1;  ///< charged per request
+  std::array<std::optional<limit_config>, core::level_count> limits;  ///< by core::level
+  pow_config pow;                                                     ///< proof-of-work settings
+  std::map<int, std::string> status_violations;                       ///< upstream status -> reason
+  std::optional<websocket_config> websocket;                          ///< WebSocket options
+};
+
+/// Ban settings of a violation reason.
+struct ban_config {
+  std::uint32_t threshold = 0;                            ///< violations that ban
+  core::nanos duration = 3600 * core::ns_per_s;           ///< first ban
+  core::nanos max_duration = 24 * 3600 * core::ns_per_s;  ///< cap of doubling
+};
+
+/// A violation reason and the counters it raises.
+struct violation_config {
+  std::string name;               ///< e.g. failed_auth
+  bool individual = false;        ///< raises the individual counter
+  bool network = false;           ///< raises the network counter
+  std::optional<ban_config> ban;  ///< bans after a threshold
+};
+
+/// Violation counter settings (DESIGN §5).
+struct pow_counters_config {
+  std::uint32_t max_counter = 10;                      ///< counters saturate here
+  core::nanos decay_interval = 3600 * core::ns_per_s;  ///< one down per interval
+  std::uint32_t max_individual_entries = 50'000;       ///< LRU bound
+  std::uint32_t max_network_entries = 10'000;          ///< LRU bound
+};
+
+/// Prefix lengths of the address levels.
+struct prefixes_config {
+  std::uint8_t ipv4_individual = 32;  ///< 1..32
+  std::uint8_t ipv4_network = 24;     ///< 1..32, at most ipv4_individual
+  std::uint8_t ipv6_subnet = 64;      ///< 1..64
+  std::uint8_t ipv6_provider = 48;    ///< 1..64, at most ipv6_subnet
+};
+
+/// Everything read from one or more policy files.
+struct policy_config {
+  prefixes_config prefixes;                  ///< address level prefixes
+  std::vector<category_config> categories;   ///< in file order
+  std::vector<violation_config> violations;  ///< in file order; pow_failed always present
+  pow_counters_config pow_counters;          ///< counter settings
+  std::vector<std::string> files;            ///< the files read
+
+  /// The category called `name`, or nullptr.
+  const category_config* category(const std::string& name) const;
+  /// The violation reason called `name`, or nullptr.
+  const violation_config* violation(const std::string& name) const;
+};
+
+/// Reads and validates the policy files `paths`, merged in order (a category or violation
+/// defined twice is an error; `levels` and `pow_counters` may appear in one file only).
+/// Throws config::error naming file, line and key.
+policy_config load_policies(const std::vector<std::string>& paths);
+
+/// Reads one policy from YAML `text` as if from file `name` (tests).
+policy_config load_policy_text(const std::string& text, const std::string& name);
+
+}  // namespace tollgate::config

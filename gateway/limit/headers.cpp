@@ -1,0 +1,79 @@
+#include "gateway/limit/headers.hpp"
+
+#include <charconv>
+
+namespace tollgate::limit {
+
+namespace {
+
+void append_int(std::string& out, std::int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+void append_name(std::string& out, level l, tier t) {
+  out += '"';
+  out += level_name(l);
+  out += '.';
+  out += tier_name(t);
+  out += '"';
+}
+
+}  // namespace
+
+binding_view binding_of(const limit_request& req, const decision& d) noexcept {
+  const limit_outcome& o = d.limits[d.binding];
+  const limit_group& g = req.groups[o.group];
+  const gcra_params& p = g.params->tiers[static_cast<int>(o.tier)];
+  return {g.lvl, o.tier, p.burst, gcra_remaining(o.tat, req.now, p), o.tat, o.wait};
+}
+
+std::int64_t reset_unix_seconds(const binding_view& b) noexcept {
+  return core::ceil_seconds(b.reset);
+}
+
+std::int64_t retry_after_seconds(nanos wait) noexcept {
+  const std::int64_t s = core::ceil_seconds(wait);
+  return s < 1 ? 1 : s;
+}
+
+std::string_view rejection_reason(tier t) noexcept {
+  return t == tier::short_term ? "burst_exhausted" : "hourly_limit_exceeded";
+}
+
+void append_ratelimit_field(std::string& out, const binding_view& b, nanos now) {
+  append_name(out, b.lvl, b.which);
+  out += ";r=";
+  append_int(out, b.remaining);
+  out += ";t=";
+  append_int(out, core::ceil_seconds(b.reset - now));
+}
+
+std::string policy_field(std::span<const limit_group> groups) {
+  std::string out;
+  for (const limit_group& g : groups) {
+    for (int t = 0; t < 2; ++t) {
+      const gcra_params& p = g.params->tiers[t];
+      if (p.burst == 0) continue;
+      if (!out.empty()) out += ", ";
+      append_name(out, g.lvl, static_cast<tier>(t));
+      out += ";q=";
+      append_int(out, p.burst);
+      out += ";w=";
+      append_int(out, gcra_window_seconds(p));
+    }
+  }
+  return out;
+}
+
+std::string rejection_detail(const binding_view& b) {
+  std::string out = "rate limit exceeded at ";
+  out += level_name(b.lvl);
+  out += " (";
+  out += tier_name(b.which);
+  out += " tier)";
+  return out;
+}
+
+}  // namespace tollgate::limit

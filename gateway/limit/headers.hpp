@@ -1,0 +1,46 @@
+#pragma once
+/// The values of the rate-limit response headers (DESIGN §4), computed from a decision.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "gateway/limit/request.hpp"
+
+namespace tollgate::limit {
+
+/// The binding limit of a decision, with everything the headers and the 429 body say of it.
+struct binding_view {
+  level lvl = level::global;      ///< X-RateLimit-Level
+  tier which = tier::short_term;  ///< the tier, for RateLimit and X-RateLimit-Reason
+  std::uint32_t burst = 0;        ///< X-RateLimit-Limit
+  std::int64_t remaining = 0;     ///< X-RateLimit-Remaining
+  nanos reset = 0;                ///< instant its bucket is full again (tat)
+  nanos wait = 0;                 ///< rejected: time until admission; else 0
+};
+
+/// Describes the binding limit of `d`; `d.count` must be > 0.
+binding_view binding_of(const limit_request& req, const decision& d) noexcept;
+
+/// X-RateLimit-Reset: the reset instant in Unix seconds, rounded up.
+std::int64_t reset_unix_seconds(const binding_view& b) noexcept;
+
+/// Retry-After: the wait in whole seconds, rounded up, never less than 1.
+std::int64_t retry_after_seconds(nanos wait) noexcept;
+
+/// X-RateLimit-Reason of a rejection: "burst_exhausted" (short) or "hourly_limit_exceeded".
+std::string_view rejection_reason(tier t) noexcept;
+
+/// Appends the RateLimit field, `"<level>.<tier>";r=<remaining>;t=<seconds to reset>`.
+void append_ratelimit_field(std::string& out, const binding_view& b, nanos now);
+
+/// The RateLimit-Policy field for limits on `groups`: one item per configured tier,
+/// `"<level>.<tier>";q=<burst>;w=<seconds to refill>`, comma-separated. Computed once per
+/// category and address family when a configuration is loaded.
+std::string policy_field(std::span<const limit_group> groups);
+
+/// The 429 body's detail text: "rate limit exceeded at ipv4_network (short tier)".
+std::string rejection_detail(const binding_view& b);
+
+}  // namespace tollgate::limit
