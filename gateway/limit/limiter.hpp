@@ -22,6 +22,9 @@ class limiter {
   /// called); otherwise `done` runs exactly once later, after `out` is filled. `req` and `out`
   /// must stay alive until then.
   virtual bool decide(const limit_request& req, decision& out, completion done) = 0;
+  /// A hint that `req` will be decided soon: an in-process store starts loading the state it
+  /// will touch, so the cache misses overlap with whatever the caller does in between.
+  virtual void prepare(const limit_request& req) noexcept { (void)req; }
 };
 
 }  // namespace tollgate::limit

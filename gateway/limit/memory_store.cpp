@@ -10,8 +10,7 @@ namespace {
 /// Where one group of a request lives, found before any lock is taken.
 struct located {
   state_table* table;
-  state_shard* shard;
-  std::uint64_t hash;
+  state_location at;
   std::uint32_t lock_rank;  ///< (table, shard): the global lock order
 };
 
@@ -30,6 +29,14 @@ bool memory_store::decide(const limit_request& req, decision& out, completion) {
   return true;
 }
 
+void memory_store::prepare(const limit_request& req) noexcept {
+  for (std::uint8_t g = 0; g < req.group_count; ++g) {
+    const limit_group& group = req.groups[g];
+    state_table& table = *tables_[table_index(group.lvl)];
+    table.prefetch(table.locate(group.key, group.params->scope));
+  }
+}
+
 decision memory_store::decide_now(const limit_request& req) noexcept {
   const std::uint8_t n = req.group_count;
   std::array<located, max_groups> at;
@@ -37,13 +44,12 @@ decision memory_store::decide_now(const limit_request& req) noexcept {
     const limit_group& group = req.groups[g];
     const std::uint8_t t = table_index(group.lvl);
     state_table& table = *tables_[t];
-    const std::uint64_t h = table.hash(group.key, group.params->scope);
-    const std::uint32_t s = table.shard_index(h);
-    table.prefetch(h);
-    at[g] = {&table, &table.shard(s), h, (std::uint32_t{t} << 24) | s};
+    const state_location where = table.locate(group.key, group.params->scope);
+    table.prefetch(where);
+    at[g] = {&table, where, (std::uint32_t{t} << 24) | where.rank};
   }
 
-  // Lock every shard involved once, in (table, shard) order: no two requests wait on each other
+  // Take every lock involved once, in (table, stripe) order: no two requests wait on each other
   // in a cycle, and the whole check-then-commit below is atomic for every key it touches.
   std::array<std::uint8_t, max_groups> order;
   for (std::uint8_t g = 0; g < n; ++g) {
@@ -54,7 +60,7 @@ decision memory_store::decide_now(const limit_request& req) noexcept {
   }
   for (std::uint8_t k = 0; k < n; ++k) {
     if (k == 0 || at[order[k]].lock_rank != at[order[k - 1]].lock_rank) {
-      at[order[k]].shard->lock.lock();
+      at[order[k]].at.lock->lock();
     }
   }
 
@@ -63,7 +69,7 @@ decision memory_store::decide_now(const limit_request& req) noexcept {
   std::array<state_entry*, max_groups> entries;
   for (std::uint8_t g = 0; g < n; ++g) {
     const limit_group& group = req.groups[g];
-    entries[g] = at[g].table->find(*at[g].shard, at[g].hash, group.key, group.params->scope);
+    entries[g] = at[g].table->find(at[g].at, group.key, group.params->scope);
     for (std::uint8_t t = 0; t < 2; ++t) {
       const gcra_params& p = group.params->tiers[t];
       if (p.burst == 0) continue;
@@ -85,8 +91,7 @@ decision memory_store::decide_now(const limit_request& req) noexcept {
     for (std::uint8_t g = 0; g < n; ++g) {
       if (entries[g] != nullptr) continue;
       const limit_group& group = req.groups[g];
-      state_entry* e =
-          at[g].table->insert(*at[g].shard, at[g].hash, group.key, group.params->scope, req.now);
+      state_entry* e = at[g].table->insert(at[g].at, group.key, group.params->scope, req.now);
       for (std::uint8_t i = 0; i < d.count; ++i) {
         if (d.limits[i].group == g) e->tat[static_cast<int>(d.limits[i].tier)] = d.limits[i].tat;
       }
@@ -95,7 +100,7 @@ decision memory_store::decide_now(const limit_request& req) noexcept {
 
   for (std::uint8_t k = n; k-- > 0;) {
     if (k == 0 || at[order[k]].lock_rank != at[order[k - 1]].lock_rank) {
-      at[order[k]].shard->lock.unlock();
+      at[order[k]].at.lock->unlock();
     }
   }
   choose_binding(req, d);

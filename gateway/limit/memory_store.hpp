@@ -31,6 +31,8 @@ class memory_store final : public limiter {
 
   /// Decides at once; always returns true.
   bool decide(const limit_request& req, decision& out, completion done) override;
+  /// Prefetches the shards and slots of `req`'s keys.
+  void prepare(const limit_request& req) noexcept override;
   /// Decides `req` and returns the decision (the synchronous core of `decide`).
   decision decide_now(const limit_request& req) noexcept;
 

@@ -15,11 +15,12 @@ struct group_params {
   std::uint32_t scope = 0;           ///< stable id of (category, level, prefix); never 0
 };
 
-/// One key of a request and the limits on it.
+/// One key of a request and the limits on it. No default member values: requests are built
+/// per request, and only the first `group_count` groups are ever read.
 struct limit_group {
-  level lvl = level::global;             ///< names the limit in headers and picks the table
-  std::uint64_t key = 0;                 ///< address prefix, hashed identity, or 0 (global)
-  const group_params* params = nullptr;  ///< owned by the configuration snapshot
+  level lvl;                   ///< names the limit in headers and picks the table
+  std::uint64_t key;           ///< address prefix, hashed identity, or 0 (global)
+  const group_params* params;  ///< owned by the configuration snapshot
 };
 
 /// Most keys one request carries: an address's two levels plus global and identity limits.
@@ -36,12 +37,12 @@ struct limit_request {
   nanos now = 0;                               ///< the instant of the request
 };
 
-/// One limit's result within a decision.
+/// One limit's result within a decision. No default member values (see limit_group).
 struct limit_outcome {
-  nanos tat = 0;                        ///< admitted: the committed tat; rejected: the stored tat
-  nanos wait = 0;                       ///< > 0 when this limit rejected the request
-  std::uint8_t group = 0;               ///< index into limit_request::groups
-  limit::tier tier = tier::short_term;  ///< which tier of that group
+  nanos tat;           ///< admitted: the committed tat; rejected: the stored tat
+  nanos wait;          ///< > 0 when this limit rejected the request
+  std::uint8_t group;  ///< index into limit_request::groups
+  limit::tier tier;    ///< which tier of that group
 };
 
 /// The answer: admitted or not, and every limit's outcome for the response headers.

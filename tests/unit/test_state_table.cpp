@@ -22,11 +22,10 @@ std::size_t resident_bytes() {
 
 /// Finds or inserts (key, scope) under the shard lock, sets its short tat, returns the entry.
 state_entry put(state_table& t, std::uint64_t key, std::uint32_t scope, nanos tat, nanos now) {
-  const auto h = t.hash(key, scope);
-  state_shard& s = t.shard(t.shard_index(h));
-  std::lock_guard guard(s.lock);
-  state_entry* e = t.find(s, h, key, scope);
-  if (e == nullptr) e = t.insert(s, h, key, scope, now);
+  const state_location at = t.locate(key, scope);
+  std::lock_guard guard(*at.lock);
+  state_entry* e = t.find(at, key, scope);
+  if (e == nullptr) e = t.insert(at, key, scope, now);
   e->tat[0] = tat;
   return *e;
 }
