@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -43,6 +44,9 @@ struct world {
   /// sequentially, so the benchmark's own data costs no cache misses; thread t of n only uses
   /// clients whose index is t modulo n, so threads work on distinct keys.
   std::vector<std::uint32_t> sequences[3][2];
+  /// One thread's addresses drawn Zipf(1.0) over the same clients: a few send most requests,
+  /// as real traffic does.
+  std::vector<std::uint32_t> skewed;
   core::nanos start = 1'735'000'000 * core::ns_per_s;
   /// Synthetic time, carried from one benchmark run to the next so tats never run ahead.
   std::atomic<core::nanos> clock{start + core::ns_per_s};
@@ -65,8 +69,9 @@ struct world {
 
     const std::size_t before = resident_bytes();
     limit::store_capacity capacity;
-    capacity.ipv4_individual = live_keys;
-    capacity.ipv4_network = live_keys;
+    // 20% headroom: shards fill unevenly, and a full shard evicts (see README).
+    capacity.ipv4_individual = live_keys * 6 / 5;
+    capacity.ipv4_network = live_keys * 6 / 5;
     capacity.ipv6_subnet = 1;
     capacity.ipv6_provider = 1;
     capacity.keyed = 1;
@@ -86,6 +91,15 @@ struct world {
         for (auto& a : seq)
           a = clients[(rng() % (live_keys / n)) * n + t].v4();
       }
+    }
+    std::vector<double> cdf(live_keys);
+    double total = 0;
+    for (std::size_t k = 0; k < live_keys; ++k) cdf[k] = total += 1.0 / static_cast<double>(k + 1);
+    std::uniform_real_distribution<double> uniform(0, total);
+    skewed.resize(sequence_length);
+    for (auto& a : skewed) {
+      const auto k = std::lower_bound(cdf.begin(), cdf.end(), uniform(rng)) - cdf.begin();
+      a = clients[std::min<std::size_t>(static_cast<std::size_t>(k), live_keys - 1)].v4();
     }
   }
 };
@@ -162,6 +176,30 @@ void prefetched_ipv4_decision(benchmark::State& state) {
                          benchmark::Counter::kAvgThreads);
 }
 BENCHMARK(prefetched_ipv4_decision)->Threads(1)->Threads(2)->UseRealTime()->MinTime(2.0);
+
+void skewed_ipv4_decision(benchmark::State& state) {
+  // 1M live keys, requests Zipf-distributed over them (no prefetch).
+  world& w = shared_world();
+  std::size_t i = 0;
+  core::nanos now = w.clock.load();
+  std::int64_t admitted = 0;
+  for (auto _ : state) {
+    const auto req =
+        w.policy->request(*w.general, limit::address::from_v4(w.skewed[i]), "", now);
+    const auto d = w.store->decide_now(req);
+    benchmark::DoNotOptimize(limit::binding_of(req, d));
+    admitted += d.admitted;
+    now += 1000;
+    if (++i == w.skewed.size()) i = 0;
+  }
+  core::nanos seen = w.clock.load();
+  while (seen < now && !w.clock.compare_exchange_weak(seen, now)) {
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["admitted_share"] =
+      benchmark::Counter(static_cast<double>(admitted) / static_cast<double>(state.iterations()));
+}
+BENCHMARK(skewed_ipv4_decision)->Threads(1)->UseRealTime()->MinTime(2.0);
 
 void hot_key_ipv4_decision(benchmark::State& state) {
   // One client only: everything in L1, the floor under the 1M-key figure.
