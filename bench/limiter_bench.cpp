@@ -94,7 +94,8 @@ struct world {
     }
     std::vector<double> cdf(live_keys);
     double total = 0;
-    for (std::size_t k = 0; k < live_keys; ++k) cdf[k] = total += 1.0 / static_cast<double>(k + 1);
+    for (std::size_t k = 0; k < live_keys; ++k)
+      cdf[k] = total += 1.0 / static_cast<double>(k + 1);
     std::uniform_real_distribution<double> uniform(0, total);
     skewed.resize(sequence_length);
     for (auto& a : skewed) {
@@ -119,6 +120,17 @@ world& shared_world() {
   return w;
 }
 
+/// Hands the synthetic clock on to the next run and reports throughput and admitted share.
+void finish_run(benchmark::State& state, world& w, core::nanos now, std::int64_t admitted) {
+  core::nanos seen = w.clock.load();
+  while (seen < now && !w.clock.compare_exchange_weak(seen, now)) {
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["admitted_share"] =
+      benchmark::Counter(static_cast<double>(admitted) / static_cast<double>(state.iterations()),
+                         benchmark::Counter::kAvgThreads);
+}
+
 void full_ipv4_decision(benchmark::State& state) {
   world& w = shared_world();
   const auto& seq = w.sequences[state.threads()][state.thread_index()];
@@ -137,13 +149,7 @@ void full_ipv4_decision(benchmark::State& state) {
     now += 1000;
     if (++i == seq.size()) i = 0;
   }
-  core::nanos seen = w.clock.load();
-  while (seen < now && !w.clock.compare_exchange_weak(seen, now)) {
-  }
-  state.SetItemsProcessed(state.iterations());
-  state.counters["admitted_share"] =
-      benchmark::Counter(static_cast<double>(admitted) / static_cast<double>(state.iterations()),
-                         benchmark::Counter::kAvgThreads);
+  finish_run(state, w, now, admitted);
 }
 BENCHMARK(full_ipv4_decision)->Threads(1)->Threads(2)->UseRealTime()->MinTime(2.0);
 
@@ -167,13 +173,7 @@ void prefetched_ipv4_decision(benchmark::State& state) {
     benchmark::DoNotOptimize(limit::binding_of(req, d));
     admitted += d.admitted;
   }
-  core::nanos seen = w.clock.load();
-  while (seen < now && !w.clock.compare_exchange_weak(seen, now)) {
-  }
-  state.SetItemsProcessed(state.iterations());
-  state.counters["admitted_share"] =
-      benchmark::Counter(static_cast<double>(admitted) / static_cast<double>(state.iterations()),
-                         benchmark::Counter::kAvgThreads);
+  finish_run(state, w, now, admitted);
 }
 BENCHMARK(prefetched_ipv4_decision)->Threads(1)->Threads(2)->UseRealTime()->MinTime(2.0);
 
@@ -184,20 +184,14 @@ void skewed_ipv4_decision(benchmark::State& state) {
   core::nanos now = w.clock.load();
   std::int64_t admitted = 0;
   for (auto _ : state) {
-    const auto req =
-        w.policy->request(*w.general, limit::address::from_v4(w.skewed[i]), "", now);
+    const auto req = w.policy->request(*w.general, limit::address::from_v4(w.skewed[i]), "", now);
     const auto d = w.store->decide_now(req);
     benchmark::DoNotOptimize(limit::binding_of(req, d));
     admitted += d.admitted;
     now += 1000;
     if (++i == w.skewed.size()) i = 0;
   }
-  core::nanos seen = w.clock.load();
-  while (seen < now && !w.clock.compare_exchange_weak(seen, now)) {
-  }
-  state.SetItemsProcessed(state.iterations());
-  state.counters["admitted_share"] =
-      benchmark::Counter(static_cast<double>(admitted) / static_cast<double>(state.iterations()));
+  finish_run(state, w, now, admitted);
 }
 BENCHMARK(skewed_ipv4_decision)->Threads(1)->UseRealTime()->MinTime(2.0);
 

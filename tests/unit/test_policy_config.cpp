@@ -189,6 +189,11 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
       {"pow_counters: { max_counter: 0 }\n",
        "p.yaml:1: pow_counters.max_counter: expected a whole number from 1 to 1000, got '0'"},
       {"categories:\n  a: {}\n  a: {}\n", "p.yaml:3: categories.a: duplicate key"},
+      {"categories:\n  [a]: {}\n", "p.yaml:2: categories: keys must be plain scalars"},
+      {"categories:\n  ws:\n    websocket: { max_message_size: 0 }\n",
+       "p.yaml:3: categories.ws.websocket.max_message_size: must be at least 1 byte"},
+      {"violations:\n  Bad-Reason: { levels: [network] }\n",
+       "p.yaml:2: violations.Bad-Reason: invalid violation reason (use a-z, 0-9, _ and -)"},
       {"categories: [a, b]\n", "p.yaml:1: categories: expected a mapping"},
       {"categories:\n  a: { cost: [1] }\n", "p.yaml:2: categories.a.cost: expected a single value"},
       {"categories:\n  a: { limits: { ipv4_individual: { short: { rate: 1/s, burst: 1 }\n",
@@ -222,6 +227,15 @@ TEST_CASE("policy files merge, and conflicts name both files", "[config]") {
     CHECK(e.line() == 2);
     CHECK(e.key() == "violations.v");
   }
+  std::ofstream(b) << "categories:\n  one: { cost: 1 }\n";
+  CHECK_THROWS_WITH(load_policies({a, b}),
+                    b + ":2: categories.one: category already defined in " + a);
+  std::ofstream(a) << "levels: { ipv4_network: 16 }\npow_counters: { max_counter: 5 }\n";
+  std::ofstream(b) << "levels: { ipv4_network: 20 }\n";
+  CHECK_THROWS_WITH(load_policies({a, b}), b + ":1: levels: levels already set in " + a);
+  std::ofstream(b) << "\npow_counters: { max_counter: 3 }\n";
+  CHECK_THROWS_WITH(load_policies({a, b}),
+                    b + ":2: pow_counters: pow_counters already set in " + a);
   std::remove(a.c_str());
   std::remove(b.c_str());
 
