@@ -1,54 +1,16 @@
 #pragma once
-/// Client addresses and their reduction to one key per address level.
+/// Client addresses reduced to one key per address level.
 
 #include <cstdint>
-#include <optional>
 #include <string>
-#include <string_view>
 
+#include "gateway/core/address.hpp"
 #include "gateway/limit/levels.hpp"
 
 namespace tollgate::limit {
 
-/// IPv4 or IPv6.
-enum class family : std::uint8_t { v4, v6 };
-
-/// An IPv4 or IPv6 address. IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`) are stored as IPv4,
-/// so they count against the same IPv4 limits as the plain address.
-/// Thread safety: a value type.
-class address {
- public:
-  /// 0.0.0.0.
-  address() = default;
-  /// Parses dotted-quad IPv4 or RFC 4291 IPv6 text (no brackets, port or zone);
-  /// nullopt when the text is anything else.
-  static std::optional<address> parse(std::string_view text) noexcept;
-  /// The IPv4 address whose 32 bits, most significant first, are `bits`.
-  static address from_v4(std::uint32_t bits) noexcept;
-  /// The IPv6 address of 16 network-order bytes; IPv4-mapped becomes IPv4.
-  static address from_v6(const unsigned char (&bytes)[16]) noexcept;
-  /// The IPv6 address with high and low 64-bit halves; IPv4-mapped becomes IPv4.
-  static address from_v6(std::uint64_t high, std::uint64_t low) noexcept;
-
-  /// The address family after IPv4-mapped normalisation.
-  limit::family family() const noexcept { return family_; }
-  /// The IPv4 bits (valid for family v4).
-  std::uint32_t v4() const noexcept { return static_cast<std::uint32_t>(low_); }
-  /// The first 64 bits of an IPv6 address (valid for family v6).
-  std::uint64_t v6_high() const noexcept { return high_; }
-  /// The last 64 bits of an IPv6 address (valid for family v6).
-  std::uint64_t v6_low() const noexcept { return low_; }
-
-  /// Canonical text: dotted quad, or RFC 5952 IPv6.
-  std::string to_string() const;
-
-  friend bool operator==(const address&, const address&) = default;
-
- private:
-  limit::family family_ = limit::family::v4;  ///< v4 or v6
-  std::uint64_t high_ = 0;                    ///< IPv6 high half; 0 for IPv4
-  std::uint64_t low_ = 0;                     ///< IPv6 low half, or the IPv4 bits
-};
+using core::address;
+using core::family;
 
 /// Prefix lengths of the four address levels (DESIGN §3 defaults).
 struct level_prefixes {

@@ -107,3 +107,36 @@ TEST_CASE("prefix lengths are configurable", "[address]") {
   p.ipv4_network = 1;
   CHECK(keys_of(address::parse("200.1.1.1").value(), p).coarse_key == 0x80000000ull);
 }
+
+TEST_CASE("CIDR blocks parse strictly and match their family", "[address][cidr]") {
+  using tollgate::core::cidr;
+  const auto ten = cidr::parse("10.0.0.0/8").value();
+  CHECK(ten.contains(address::parse("10.255.1.2").value()));
+  CHECK_FALSE(ten.contains(address::parse("11.0.0.1").value()));
+  CHECK(ten.contains(address::parse("::ffff:10.9.9.9").value()));  // mapped counts as IPv4
+  CHECK_FALSE(ten.contains(address::parse("::a00:1").value()));
+  CHECK(ten.to_string() == "10.0.0.0/8");
+
+  const auto one = cidr::parse("192.0.2.7").value();  // a bare address is a block of one
+  CHECK(one.contains(address::parse("192.0.2.7").value()));
+  CHECK_FALSE(one.contains(address::parse("192.0.2.8").value()));
+  CHECK(one.to_string() == "192.0.2.7/32");
+
+  const auto v6 = cidr::parse("2001:db8::/32").value();
+  CHECK(v6.contains(address::parse("2001:db8:ffff::1").value()));
+  CHECK_FALSE(v6.contains(address::parse("2001:db9::1").value()));
+  CHECK_FALSE(v6.contains(address::parse("32.1.13.184").value()));
+  const auto v6_long = cidr::parse("2001:db8::1:0/112").value();
+  CHECK(v6_long.contains(address::parse("2001:db8::1:ffff").value()));
+  CHECK_FALSE(v6_long.contains(address::parse("2001:db8::2:0").value()));
+  CHECK(cidr::parse("::ffff:10.0.0.0/104")->to_string() == "10.0.0.0/8");
+  CHECK(cidr::parse("0.0.0.0/0")->contains(address::parse("203.0.113.9").value()));
+  CHECK(cidr::parse("::/0")->contains(address::parse("2001:db8::1").value()));
+
+  for (const char* bad : {"", "10.0.0.0/", "10.0.0.0/33", "10.1.2.3/8", "10.0.0.0/-1",
+                          "10.0.0.0/8/8", "2001:db8::/129", "2001:db8::1/32", "10.0.0.0/ 8",
+                          "::ffff:10.0.0.0/64", "10.0.0.0/0008", "example.com/8"}) {
+    INFO(bad);
+    CHECK_FALSE(cidr::parse(bad));
+  }
+}
