@@ -1,0 +1,351 @@
+#include "gateway/config/gateway.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "gateway/config/yaml_reader.hpp"
+
+namespace tollgate::config {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool valid_name(const std::string& s) {
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+bool valid_host(std::string_view h) {
+  return !h.empty() && h.size() <= 253 && std::all_of(h.begin(), h.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_';
+  });
+}
+
+std::string resolve(const std::string& base_file, const std::string& path) {
+  const fs::path p(path);
+  if (p.is_absolute()) return path;
+  return (fs::path(base_file).parent_path() / p).lexically_normal().string();
+}
+
+/// A path relative to the gateway file that must be readable now.
+std::string readable_file(const yaml_node& n, const std::string& base_file) {
+  const std::string path = resolve(base_file, n.as_string());
+  std::ifstream in(path);
+  if (!in) n.fail("cannot read file '" + path + "': " + std::strerror(errno));
+  return path;
+}
+
+core::address read_address(const yaml_node& n) {
+  const std::string s = n.as_string();
+  const auto a = core::address::parse(s);
+  if (!a) n.fail("invalid address '" + s + "' (expected an IPv4 or IPv6 address)");
+  return *a;
+}
+
+std::uint16_t read_port(const yaml_node& n) {
+  return static_cast<std::uint16_t>(n.as_uint(1, 65535));
+}
+
+/// `host:port` or `[v6]:port`.
+endpoint_config read_endpoint(const yaml_node& n) {
+  const std::string s = n.as_string();
+  auto bad = [&]() { n.fail("invalid endpoint '" + s + "' (expected host:port)"); };
+  const auto colon = s.rfind(':');
+  if (colon == std::string::npos) bad();
+  std::string host = s.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+    if (!core::address::parse(host)) bad();
+  } else if (!valid_host(host)) {
+    bad();
+  }
+  const auto port = core::parse_uint(std::string_view(s).substr(colon + 1), 65535);
+  if (!port || *port == 0) bad();
+  return {host, static_cast<std::uint16_t>(*port)};
+}
+
+core::nanos positive_duration(const yaml_node& n) {
+  const core::nanos d = n.as_duration();
+  if (d <= 0) n.fail("must be longer than 0");
+  return d;
+}
+
+listener_config read_listener(const yaml_node& n, const std::string& file) {
+  n.expect_keys({"name", "address", "port", "tls", "proxy_protocol"});
+  listener_config l;
+  const yaml_node name = n.at("name");
+  l.name = name.as_string();
+  if (!valid_name(l.name)) name.fail("invalid listener name (use a-z, 0-9, _ and -)");
+  l.address = read_address(n.at("address"));
+  l.port = read_port(n.at("port"));
+  if (auto t = n.get("tls")) {
+    t->expect_keys({"certificate", "private_key"});
+    l.tls = tls_config{readable_file(t->at("certificate"), file),
+                       readable_file(t->at("private_key"), file)};
+  }
+  if (auto p = n.get("proxy_protocol")) l.proxy_protocol = p->as_bool();
+  return l;
+}
+
+/// Two sockets on one port collide when either binds the wildcard or both the same address.
+bool collides(const core::address& a, std::uint16_t pa, const core::address& b, std::uint16_t pb) {
+  auto wildcard = [](const core::address& x) {
+    return x.family() == core::family::v4 ? x.v4() == 0 : (x.v6_high() == 0 && x.v6_low() == 0);
+  };
+  return pa == pb && (a == b || wildcard(a) || wildcard(b));
+}
+
+limits_config read_limits(const yaml_node& n) {
+  n.expect_keys({"max_header_bytes", "max_request_body", "header_timeout", "body_timeout",
+                 "keepalive_timeout", "max_connections"});
+  limits_config l;
+  if (auto v = n.get("max_header_bytes")) {
+    l.max_header_bytes = v->as_size();
+    if (l.max_header_bytes < 1024 || l.max_header_bytes > (1u << 20)) {
+      v->fail("must be from 1KiB to 1MiB");
+    }
+  }
+  if (auto v = n.get("max_request_body")) l.max_request_body = v->as_size();
+  if (auto v = n.get("header_timeout")) l.header_timeout = positive_duration(*v);
+  if (auto v = n.get("body_timeout")) l.body_timeout = positive_duration(*v);
+  if (auto v = n.get("keepalive_timeout")) l.keepalive_timeout = positive_duration(*v);
+  if (auto v = n.get("max_connections")) {
+    l.max_connections = static_cast<std::uint32_t>(v->as_uint(1, 1'000'000));
+  }
+  return l;
+}
+
+upstream_config read_upstream(const std::string& name, const yaml_node& n) {
+  n.expect_keys({"endpoints", "connect_timeout", "response_timeout", "idle_timeout",
+                 "max_idle_connections", "max_failures", "ejection_time"});
+  upstream_config u;
+  u.name = name;
+  const yaml_node endpoints = n.at("endpoints");
+  for (const yaml_node& e : endpoints.items())
+    u.endpoints.push_back(read_endpoint(e));
+  if (u.endpoints.empty()) endpoints.fail("at least one endpoint is needed");
+  if (auto v = n.get("connect_timeout")) u.connect_timeout = positive_duration(*v);
+  if (auto v = n.get("response_timeout")) u.response_timeout = positive_duration(*v);
+  if (auto v = n.get("idle_timeout")) u.idle_timeout = positive_duration(*v);
+  if (auto v = n.get("max_idle_connections")) {
+    u.max_idle_connections = static_cast<std::uint32_t>(v->as_uint(0, 100'000));
+  }
+  if (auto v = n.get("max_failures"))
+    u.max_failures = static_cast<std::uint32_t>(v->as_uint(1, 1000));
+  if (auto v = n.get("ejection_time")) u.ejection_time = positive_duration(*v);
+  return u;
+}
+
+bool valid_method(const std::string& m) {
+  return !m.empty() && m.size() <= 32 &&
+         std::all_of(m.begin(), m.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+}
+
+void read_match(const yaml_node& n, route_config& r) {
+  n.expect_keys({"method", "path", "path_prefix", "path_glob", "header"});
+  if (auto m = n.get("method")) {
+    r.method = m->as_string();
+    if (!valid_method(r.method)) {
+      m->fail("invalid method '" + r.method + "' (expected an upper-case token such as GET)");
+    }
+  }
+  int paths = 0;
+  for (auto [key, kind] :
+       {std::pair{"path", path_match::exact}, std::pair{"path_prefix", path_match::prefix},
+        std::pair{"path_glob", path_match::glob}}) {
+    if (auto p = n.get(key)) {
+      if (++paths > 1) p->fail("use only one of path, path_prefix and path_glob");
+      r.kind = kind;
+      r.path = p->as_string();
+      if (r.path.empty() || r.path.front() != '/') p->fail("must start with /");
+    }
+  }
+  if (auto h = n.get("header")) {
+    for (const auto& [name, value] : h->entries()) {
+      if (!valid_host(name)) value.fail("invalid header name");
+      r.headers.emplace_back(name, value.as_string());
+    }
+  }
+}
+
+route_config read_route_target(const yaml_node& n, route_config r, const gateway_config& g) {
+  const yaml_node category = n.at("category");
+  r.category = category.as_string();
+  if (g.policy.category(r.category) == nullptr) {
+    category.fail("unknown category '" + r.category + "' (not defined in the policy files)");
+  }
+  const yaml_node upstream = n.at("upstream");
+  r.upstream = upstream.as_string();
+  if (g.upstream(r.upstream) == nullptr) upstream.fail("unknown upstream '" + r.upstream + "'");
+  r.line = n.line();
+  return r;
+}
+
+pow_settings read_pow(const yaml_node& n) {
+  n.expect_keys({"secret_env", "challenge_ttl", "replay_cache_entries"});
+  pow_settings p;
+  if (auto v = n.get("secret_env")) {
+    p.secret_env = v->as_string();
+    if (p.secret_env.empty() || !std::all_of(p.secret_env.begin(), p.secret_env.end(), [](char c) {
+          return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+        })) {
+      v->fail("invalid environment variable name '" + p.secret_env + "'");
+    }
+  }
+  if (auto v = n.get("challenge_ttl")) p.challenge_ttl = positive_duration(*v);
+  if (auto v = n.get("replay_cache_entries")) {
+    p.replay_cache_entries = static_cast<std::uint32_t>(v->as_uint(1, 100'000'000));
+  }
+  return p;
+}
+
+store_config read_store(const yaml_node& n) {
+  n.expect_keys({"type", "address", "timeout", "fail_mode", "capacity"});
+  store_config s;
+  const yaml_node type = n.at("type");
+  const std::string t = type.as_string();
+  if (t == "memory") {
+    s.type = store_config::kind::memory;
+  } else if (t == "redis") {
+    s.type = store_config::kind::redis;
+    s.redis = read_endpoint(n.at("address"));
+  } else {
+    type.fail("expected memory or redis, got '" + t + "'");
+  }
+  if (auto v = n.get("timeout")) s.timeout = positive_duration(*v);
+  if (auto v = n.get("fail_mode")) {
+    const std::string m = v->as_string();
+    if (m == "local") {
+      s.fail_mode = store_config::failure::local;
+    } else if (m == "open") {
+      s.fail_mode = store_config::failure::open;
+    } else if (m == "closed") {
+      s.fail_mode = store_config::failure::closed;
+    } else {
+      v->fail("expected local, open or closed, got '" + m + "'");
+    }
+  }
+  if (auto c = n.get("capacity")) {
+    c->expect_keys({"ipv4_individual", "ipv4_network", "ipv6_subnet", "ipv6_provider", "keyed"});
+    const char* names[5] = {"ipv4_individual", "ipv4_network", "ipv6_subnet", "ipv6_provider",
+                            "keyed"};
+    for (int i = 0; i < 5; ++i) {
+      if (auto v = c->get(names[i])) s.capacity[i] = v->as_uint(1, 1'000'000'000);
+    }
+  }
+  return s;
+}
+
+logging_config read_logging(const yaml_node& n) {
+  n.expect_keys({"level", "access_log"});
+  logging_config l;
+  if (auto v = n.get("level")) {
+    l.level = v->as_string();
+    const auto levels = {"trace", "debug", "info", "warn", "error", "off"};
+    if (std::find(levels.begin(), levels.end(), l.level) == levels.end()) {
+      v->fail("expected trace, debug, info, warn, error or off, got '" + l.level + "'");
+    }
+  }
+  if (auto v = n.get("access_log")) l.access_log = v->as_bool();
+  return l;
+}
+
+}  // namespace
+
+const upstream_config* gateway_config::upstream(const std::string& name) const {
+  for (const auto& u : upstreams) {
+    if (u.name == name) return &u;
+  }
+  return nullptr;
+}
+
+gateway_config load_gateway(const std::string& path) {
+  const yaml_node root = load_yaml_file(path);
+  if (root.is_null()) root.fail("the file is empty");
+  root.expect_keys({"listeners", "admin", "workers", "limits", "trusted_proxies", "upstreams",
+                    "routes", "default_route", "policies", "pow", "store", "logging"});
+  gateway_config g;
+  g.file = path;
+
+  // Policies first: routes are checked against their categories.
+  const yaml_node policies = root.at("policies");
+  for (const yaml_node& p : policies.items())
+    g.policy_files.push_back(resolve(path, p.as_string()));
+  if (g.policy_files.empty()) policies.fail("at least one policy file is needed");
+  g.policy = load_policies(g.policy_files);
+
+  const yaml_node listeners = root.at("listeners");
+  for (const yaml_node& n : listeners.items()) {
+    listener_config l = read_listener(n, path);
+    for (const auto& other : g.listeners) {
+      if (other.name == l.name) n.at("name").fail("listener name '" + l.name + "' used twice");
+      if (collides(other.address, other.port, l.address, l.port)) {
+        n.at("port").fail("port " + std::to_string(l.port) + " already used by listener '" +
+                          other.name + "'");
+      }
+    }
+    g.listeners.push_back(std::move(l));
+  }
+  if (g.listeners.empty()) listeners.fail("at least one listener is needed");
+
+  if (auto a = root.get("admin")) {
+    a->expect_keys({"address", "port"});
+    if (auto v = a->get("address")) g.admin.address = read_address(*v);
+    if (auto v = a->get("port")) g.admin.port = read_port(*v);
+  }
+  for (const auto& l : g.listeners) {
+    if (collides(l.address, l.port, g.admin.address, g.admin.port)) {
+      const yaml_node where = root.get("admin") ? *root.get("admin") : root;
+      where.fail("admin port " + std::to_string(g.admin.port) + " collides with listener '" +
+                 l.name + "'");
+    }
+  }
+
+  if (auto w = root.get("workers")) {
+    const std::string s = w->as_string();
+    if (s != "auto") {
+      const auto n = core::parse_uint(s, 256);
+      if (!n || *n == 0) w->fail("expected auto or a whole number from 1 to 256, got '" + s + "'");
+      g.workers = static_cast<std::uint32_t>(*n);
+    }
+  }
+  if (auto l = root.get("limits")) g.limits = read_limits(*l);
+  if (auto t = root.get("trusted_proxies")) {
+    for (const yaml_node& item : t->items()) {
+      const std::string s = item.as_string();
+      const auto c = core::cidr::parse(s);
+      if (!c) item.fail("invalid CIDR '" + s + "' (expected e.g. 10.0.0.0/8 or 2001:db8::/32)");
+      g.trusted_proxies.push_back(*c);
+    }
+  }
+
+  for (const auto& [name, value] : root.at("upstreams").entries()) {
+    if (!valid_name(name)) value.fail("invalid upstream name (use a-z, 0-9, _ and -)");
+    g.upstreams.push_back(read_upstream(name, value));
+  }
+
+  if (auto routes = root.get("routes")) {
+    for (const yaml_node& n : routes->items()) {
+      n.expect_keys({"match", "category", "upstream"});
+      route_config r;
+      read_match(n.at("match"), r);
+      g.routes.push_back(read_route_target(n, std::move(r), g));
+    }
+  }
+  const yaml_node d = root.at("default_route");
+  d.expect_keys({"category", "upstream"});
+  g.default_route = read_route_target(d, route_config{}, g);
+
+  if (auto p = root.get("pow")) g.pow = read_pow(*p);
+  if (auto s = root.get("store")) g.store = read_store(*s);
+  if (auto l = root.get("logging")) g.logging = read_logging(*l);
+  return g;
+}
+
+}  // namespace tollgate::config

@@ -1,0 +1,130 @@
+#pragma once
+/// The gateway file (config/gateway.yaml, DESIGN §9): listeners, upstreams, routes, secrets,
+/// store and logging, plus the policy files it names, read into plain immutable structs.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gateway/config/policy.hpp"
+#include "gateway/core/address.hpp"
+#include "gateway/core/clock.hpp"
+
+namespace tollgate::config {
+
+/// Certificate and key files of a TLS listener (paths resolved against the gateway file).
+struct tls_config {
+  std::string certificate;  ///< PEM certificate chain
+  std::string private_key;  ///< PEM private key
+};
+
+/// One public listener.
+struct listener_config {
+  std::string name;               ///< label in logs and metrics
+  core::address address;          ///< bind address
+  std::uint16_t port = 0;         ///< bind port
+  std::optional<tls_config> tls;  ///< terminate TLS
+  bool proxy_protocol = false;    ///< expect a PROXY protocol v1/v2 header first
+};
+
+/// The admin listener (metrics, health, admin API).
+struct admin_config {
+  core::address address = core::address::from_v4(0x7f000001);  ///< default 127.0.0.1
+  std::uint16_t port = 9090;                                   ///< default 9090
+};
+
+/// Bounds on every client connection.
+struct limits_config {
+  std::uint64_t max_header_bytes = 16 * 1024;           ///< request head; larger: 431
+  std::uint64_t max_request_body = 16 * 1024 * 1024;    ///< larger: 413
+  core::nanos header_timeout = 10 * core::ns_per_s;     ///< to receive a request head
+  core::nanos body_timeout = 30 * core::ns_per_s;       ///< to receive a request body
+  core::nanos keepalive_timeout = 60 * core::ns_per_s;  ///< idle between requests
+  std::uint32_t max_connections = 10'000;               ///< per gateway
+};
+
+/// One upstream endpoint, `host:port` (host: name or address).
+struct endpoint_config {
+  std::string host;        ///< as written, without brackets
+  std::uint16_t port = 0;  ///< port
+  friend bool operator==(const endpoint_config&, const endpoint_config&) = default;
+};
+
+/// A named upstream service.
+struct upstream_config {
+  std::string name;                                    ///< referenced by routes
+  std::vector<endpoint_config> endpoints;              ///< round-robin
+  core::nanos connect_timeout = 2 * core::ns_per_s;    ///< to open a connection: else 502
+  core::nanos response_timeout = 30 * core::ns_per_s;  ///< to the response head: else 504
+  core::nanos idle_timeout = 60 * core::ns_per_s;      ///< pooled connections closed after
+  std::uint32_t max_idle_connections = 64;             ///< per endpoint and worker
+  std::uint32_t max_failures = 5;                      ///< consecutive: endpoint ejected
+  core::nanos ejection_time = 10 * core::ns_per_s;     ///< how long an ejected endpoint rests
+};
+
+/// How a route matches the request path.
+enum class path_match { any, exact, prefix, glob };
+
+/// One route: conditions, then the category and upstream of what matches.
+struct route_config {
+  std::string method;                                        ///< "" matches any
+  path_match kind = path_match::any;                         ///< how `path` is compared
+  std::string path;                                          ///< exact path, prefix or glob
+  std::vector<std::pair<std::string, std::string>> headers;  ///< each must be present and equal
+  std::string category;                                      ///< a policy category
+  std::string upstream;                                      ///< an upstream name
+  int line = 0;                                              ///< where it was written
+};
+
+/// Proof-of-work settings of the gateway.
+struct pow_settings {
+  std::string secret_env = "TOLLGATE_POW_SECRET";   ///< variable holding the HMAC secret
+  core::nanos challenge_ttl = 60 * core::ns_per_s;  ///< a challenge expires after
+  std::uint32_t replay_cache_entries = 100'000;     ///< spent proofs remembered
+};
+
+/// Where limiter state lives.
+struct store_config {
+  enum class kind { memory, redis };
+  enum class failure { local, open, closed };
+  kind type = kind::memory;                   ///< memory or redis
+  endpoint_config redis;                      ///< redis address
+  core::nanos timeout = 5 * core::ns_per_ms;  ///< per redis call
+  failure fail_mode = failure::local;         ///< when redis is unreachable
+  std::size_t capacity[5] = {1'000'000, 250'000, 1'000'000, 250'000, 100'000};  ///< per table
+};
+
+/// Logging.
+struct logging_config {
+  std::string level = "info";  ///< trace, debug, info, warn, error or off
+  bool access_log = false;     ///< one line per request at info
+};
+
+/// Everything the gateway runs with, policies included.
+struct gateway_config {
+  std::string file;                         ///< the gateway file
+  std::vector<listener_config> listeners;   ///< at least one
+  admin_config admin;                       ///< admin listener
+  std::uint32_t workers = 0;                ///< threads; 0 = one per core
+  limits_config limits;                     ///< connection bounds
+  std::vector<core::cidr> trusted_proxies;  ///< whose X-Forwarded-For is believed
+  std::vector<upstream_config> upstreams;   ///< in file order
+  std::vector<route_config> routes;         ///< first match wins
+  route_config default_route;               ///< the rest
+  std::vector<std::string> policy_files;    ///< resolved paths
+  policy_config policy;                     ///< what they hold
+  pow_settings pow;                         ///< PoW settings
+  store_config store;                       ///< limiter store
+  logging_config logging;                   ///< logging
+
+  /// The upstream called `name`, or nullptr.
+  const upstream_config* upstream(const std::string& name) const;
+};
+
+/// Reads and validates the gateway file at `path` and every policy file it names (relative to
+/// its own folder). Throws config::error naming file, line and key.
+gateway_config load_gateway(const std::string& path);
+
+}  // namespace tollgate::config

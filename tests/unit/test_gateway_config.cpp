@@ -1,0 +1,223 @@
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+
+#include "gateway/config/error.hpp"
+#include "gateway/config/gateway.hpp"
+
+using namespace tollgate;
+using namespace tollgate::config;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A scratch folder with a small policy file, for gateway files written by the tests.
+struct scratch {
+  fs::path dir;
+  scratch() {
+    dir = fs::temp_directory_path() / ("tollgate-gw-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    std::ofstream(dir / "p.yaml") << "categories:\n  general: {}\n  auth: {}\n";
+  }
+  ~scratch() { fs::remove_all(dir); }
+  std::string write(const std::string& text) const {
+    const auto path = (dir / "g.yaml").string();
+    std::ofstream(path) << text;
+    return path;
+  }
+};
+
+const std::string minimal =
+    "listeners: [{ name: public, address: 0.0.0.0, port: 8080 }]\n"
+    "upstreams: { app: { endpoints: ['127.0.0.1:9000'] } }\n"
+    "default_route: { category: general, upstream: app }\n"
+    "policies: [p.yaml]\n";
+
+std::string error_of(const scratch& s, const std::string& text) {
+  try {
+    load_gateway(s.write(text));
+  } catch (const error& e) {
+    const std::string what = e.what();
+    const std::string prefix = (s.dir / "g.yaml").string();
+    return what.rfind(prefix, 0) == 0 ? "g.yaml" + what.substr(prefix.size()) : what;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the default gateway file loads with the routes of DESIGN section 3", "[config]") {
+  const auto g = load_gateway(std::string(TOLLGATE_SOURCE_DIR) + "/config/gateway.yaml");
+  REQUIRE(g.listeners.size() == 1);
+  CHECK(g.listeners[0].name == "public");
+  CHECK(g.listeners[0].port == 8080);
+  CHECK(g.admin.port == 9090);
+  CHECK(g.admin.address.to_string() == "127.0.0.1");
+  CHECK(g.workers == 0);
+  CHECK(g.limits.max_header_bytes == 16u * 1024);
+  CHECK(g.limits.keepalive_timeout == 60 * core::ns_per_s);
+  REQUIRE(g.upstreams.size() == 1);
+  CHECK(g.upstreams[0].endpoints[0] == endpoint_config{"127.0.0.1", 9000});
+  REQUIRE(g.routes.size() == 7);
+  CHECK(g.routes[0].method == "POST");
+  CHECK(g.routes[0].kind == path_match::exact);
+  CHECK(g.routes[0].path == "/api/auth/login");
+  CHECK(g.routes[0].category == "auth");
+  CHECK(g.routes[3].kind == path_match::prefix);
+  CHECK(g.routes[3].category == "federation");
+  CHECK(g.routes[4].headers ==
+        std::vector<std::pair<std::string, std::string>>{{"Upgrade", "websocket"}});
+  CHECK(g.routes[6].category == "websocket");
+  CHECK(g.default_route.category == "general");
+  CHECK(g.policy.category("auth") != nullptr);
+  CHECK(g.policy_files[0] == std::string(TOLLGATE_SOURCE_DIR) + "/policies/default.yaml");
+  CHECK(g.store.type == store_config::kind::memory);
+  CHECK(g.logging.level == "info");
+}
+
+TEST_CASE("a minimal gateway file takes the documented defaults", "[config]") {
+  scratch s;
+  const auto g = load_gateway(s.write(minimal));
+  CHECK(g.admin.port == 9090);
+  CHECK(g.upstreams[0].connect_timeout == 2 * core::ns_per_s);
+  CHECK(g.upstreams[0].max_failures == 5u);
+  CHECK(g.pow.secret_env == "TOLLGATE_POW_SECRET");
+  CHECK(g.pow.challenge_ttl == 60 * core::ns_per_s);
+  CHECK(g.limits.max_request_body == 16u << 20);
+  CHECK(g.routes.empty());
+}
+
+TEST_CASE("gateway options parse", "[config]") {
+  scratch s;
+  const auto g = load_gateway(s.write(
+      minimal +
+      "workers: 3\n"
+      "trusted_proxies: [10.0.0.0/8, '2001:db8::/32']\n"
+      "routes:\n"
+      "  - { match: { path_glob: '/api/files/**' }, category: auth, upstream: app }\n"
+      "store: { type: redis, address: '[::1]:6379', timeout: 5ms, fail_mode: closed, capacity: "
+      "{ keyed: 7 } }\n"
+      "logging: { level: debug, access_log: true }\n"));
+  CHECK(g.workers == 3u);
+  REQUIRE(g.trusted_proxies.size() == 2);
+  CHECK(g.trusted_proxies[1].to_string() == "2001:db8::/32");
+  CHECK(g.routes[0].kind == path_match::glob);
+  CHECK(g.routes[0].line == 8);
+  CHECK(g.store.type == store_config::kind::redis);
+  CHECK(g.store.redis == endpoint_config{"::1", 6379});
+  CHECK(g.store.fail_mode == store_config::failure::closed);
+  CHECK(g.store.capacity[4] == 7u);
+  CHECK(g.logging.access_log);
+}
+
+TEST_CASE("every gateway error names file, line and key", "[config]") {
+  scratch s;
+  struct bad {
+    std::string yaml;
+    std::string message;
+  };
+  const std::string up = "upstreams: { app: { endpoints: ['127.0.0.1:9000'] } }\n";
+  const std::string dr =
+      "default_route: { category: general, upstream: app }\npolicies: [p.yaml]\n";
+  const std::string l = "listeners: [{ name: public, address: 0.0.0.0, port: 8080 }]\n";
+  const bad cases[] = {
+      {"", "g.yaml: the file is empty"},
+      {minimal + "colour: red\n",
+       "g.yaml:5: colour: unknown key (expected listeners, admin, workers, limits, "
+       "trusted_proxies, "
+       "upstreams, routes, default_route, policies, pow, store or logging)"},
+      {l + up + "default_route: { category: general, upstream: app }\n",
+       "g.yaml:1: policies: missing required key"},
+      {l + up + "default_route: { category: general, upstream: app }\npolicies: []\n",
+       "g.yaml:4: policies: at least one policy file is needed"},
+      {l + up + "default_route: { category: general, upstream: app }\npolicies: [nope.yaml]\n",
+       (s.dir / "nope.yaml").string() + ": cannot read file: No such file or directory"},
+      {"listeners: []\n" + up + dr, "g.yaml:1: listeners: at least one listener is needed"},
+      {"listeners: [{ name: public, address: 0.0.0.0, port: 0 }]\n" + up + dr,
+       "g.yaml:1: listeners[0].port: expected a whole number from 1 to 65535, got '0'"},
+      {"listeners: [{ name: public, address: localhost, port: 80 }]\n" + up + dr,
+       "g.yaml:1: listeners[0].address: invalid address 'localhost' (expected an IPv4 or IPv6 "
+       "address)"},
+      {"listeners: [{ name: Public, address: 0.0.0.0, port: 80 }]\n" + up + dr,
+       "g.yaml:1: listeners[0].name: invalid listener name (use a-z, 0-9, _ and -)"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80 }, { name: a, address: 127.0.0.1, port: "
+       "81 }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[1].name: listener name 'a' used twice"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80 }, { name: b, address: 127.0.0.1, port: "
+       "80 }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[1].port: port 80 already used by listener 'a'"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: no.pem, "
+       "private_key: no.key } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.certificate: cannot read file '" + (s.dir / "no.pem").string() +
+           "': No such file or directory"},
+      {minimal + "admin: { port: 8080 }\n",
+       "g.yaml:5: admin: admin port 8080 collides with listener 'public'"},
+      {minimal + "workers: many\n",
+       "g.yaml:5: workers: expected auto or a whole number from 1 to 256, got 'many'"},
+      {minimal + "workers: 0\n",
+       "g.yaml:5: workers: expected auto or a whole number from 1 to 256, got '0'"},
+      {minimal + "limits: { max_header_bytes: 100 }\n",
+       "g.yaml:5: limits.max_header_bytes: must be from 1KiB to 1MiB"},
+      {minimal + "limits: { header_timeout: 0s }\n",
+       "g.yaml:5: limits.header_timeout: must be longer than 0"},
+      {minimal + "trusted_proxies: [10.0.0.1/8]\n",
+       "g.yaml:5: trusted_proxies[0]: invalid CIDR '10.0.0.1/8' (expected e.g. 10.0.0.0/8 or "
+       "2001:db8::/32)"},
+      {l + "upstreams: { app: { endpoints: [] } }\n" + dr,
+       "g.yaml:2: upstreams.app.endpoints: at least one endpoint is needed"},
+      {l + "upstreams: { app: { endpoints: ['127.0.0.1'] } }\n" + dr,
+       "g.yaml:2: upstreams.app.endpoints[0]: invalid endpoint '127.0.0.1' (expected host:port)"},
+      {l + "upstreams: { app: { endpoints: ['h:99999'] } }\n" + dr,
+       "g.yaml:2: upstreams.app.endpoints[0]: invalid endpoint 'h:99999' (expected host:port)"},
+      {l + "upstreams: { app: { endpoints: ['[nope]:80'] } }\n" + dr,
+       "g.yaml:2: upstreams.app.endpoints[0]: invalid endpoint '[nope]:80' (expected host:port)"},
+      {l + "upstreams: { App: { endpoints: ['h:1'] } }\n" + dr,
+       "g.yaml:2: upstreams.App: invalid upstream name (use a-z, 0-9, _ and -)"},
+      {l + "upstreams: { app: { endpoints: ['h:1'], retries: 3 } }\n" + dr,
+       "g.yaml:2: upstreams.app.retries: unknown key (expected endpoints, connect_timeout, "
+       "response_timeout, idle_timeout, max_idle_connections, max_failures or ejection_time)"},
+      {minimal + "routes: [{ match: { path: /a }, category: nope, upstream: app }]\n",
+       "g.yaml:5: routes[0].category: unknown category 'nope' (not defined in the policy files)"},
+      {minimal + "routes: [{ match: { path: /a }, category: auth, upstream: db }]\n",
+       "g.yaml:5: routes[0].upstream: unknown upstream 'db'"},
+      {minimal +
+           "routes: [{ match: { path: /a, path_prefix: /b }, category: auth, upstream: app }]\n",
+       "g.yaml:5: routes[0].match.path_prefix: use only one of path, path_prefix and path_glob"},
+      {minimal + "routes: [{ match: { path: a }, category: auth, upstream: app }]\n",
+       "g.yaml:5: routes[0].match.path: must start with /"},
+      {minimal + "routes: [{ match: { method: get }, category: auth, upstream: app }]\n",
+       "g.yaml:5: routes[0].match.method: invalid method 'get' (expected an upper-case token such "
+       "as GET)"},
+      {minimal +
+           "routes: [{ match: { header: { 'Up grade': x } }, category: auth, upstream: app }]\n",
+       "g.yaml:5: routes[0].match.header.Up grade: invalid header name"},
+      {minimal + "routes: [{ match: { path: /a } }]\n",
+       "g.yaml:5: routes[0].category: missing required key"},
+      {l + up + "policies: [p.yaml]\n", "g.yaml:1: default_route: missing required key"},
+      {l + up + "default_route: { category: general }\npolicies: [p.yaml]\n",
+       "g.yaml:3: default_route.upstream: missing required key"},
+      {minimal + "pow: { secret_env: 'my secret' }\n",
+       "g.yaml:5: pow.secret_env: invalid environment variable name 'my secret'"},
+      {minimal + "store: { type: disk }\n",
+       "g.yaml:5: store.type: expected memory or redis, got 'disk'"},
+      {minimal + "store: { type: redis }\n", "g.yaml:5: store.address: missing required key"},
+      {minimal + "store: { type: memory, fail_mode: maybe }\n",
+       "g.yaml:5: store.fail_mode: expected local, open or closed, got 'maybe'"},
+      {minimal + "store: { type: memory, capacity: { ipv4_individual: 0 } }\n",
+       "g.yaml:5: store.capacity.ipv4_individual: expected a whole number from 1 to 1000000000, "
+       "got "
+       "'0'"},
+      {minimal + "logging: { level: loud }\n",
+       "g.yaml:5: logging.level: expected trace, debug, info, warn, error or off, got 'loud'"},
+  };
+  for (const bad& b : cases) {
+    INFO(b.yaml);
+    CHECK(error_of(s, b.yaml) == b.message);
+  }
+}
