@@ -1,0 +1,208 @@
+#include "gateway/policy/router.hpp"
+
+#include <algorithm>
+
+namespace tollgate::policy {
+
+namespace {
+
+int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+char ascii_lower(char c) noexcept {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
+}
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return ascii_lower(x) == ascii_lower(y);
+         });
+}
+
+std::string_view trim(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
+  return s;
+}
+
+/// A header value matches when equal ignoring case, or when one element of its comma list is
+/// ("Upgrade: websocket", "Connection: keep-alive, Upgrade").
+bool value_matches(std::string_view value, std::string_view wanted) noexcept {
+  while (true) {
+    const auto comma = value.find(',');
+    if (iequals(trim(value.substr(0, comma)), wanted)) return true;
+    if (comma == std::string_view::npos) return false;
+    value.remove_prefix(comma + 1);
+  }
+}
+
+/// `*` within one segment (no '/'): greedy with one backtrack point, O(n * m) at worst.
+bool segment_match(std::string_view p, std::string_view s) noexcept {
+  std::size_t pi = 0, si = 0, star = std::string_view::npos, mark = 0;
+  while (si < s.size()) {
+    if (pi < p.size() && p[pi] == '*') {
+      star = pi++;
+      mark = si;
+    } else if (pi < p.size() && p[pi] == s[si]) {
+      ++pi;
+      ++si;
+    } else if (star != std::string_view::npos) {
+      pi = star + 1;
+      si = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (pi < p.size() && p[pi] == '*')
+    ++pi;
+  return pi == p.size();
+}
+
+constexpr std::size_t no_more = std::string_view::npos;
+
+/// The segment of `s` starting at `at`, and where the next one starts (no_more after the last).
+std::pair<std::string_view, std::size_t> segment_at(std::string_view s, std::size_t at) noexcept {
+  const auto slash = s.find('/', at);
+  if (slash == std::string_view::npos) return {s.substr(at), no_more};
+  return {s.substr(at, slash - at), slash + 1};
+}
+
+}  // namespace
+
+bool normalize_path(std::string_view target, std::string& out) {
+  out.clear();
+  // Absolute-form (a client talking to us as a forward proxy): keep only the path.
+  if (target.rfind("http://", 0) == 0 || target.rfind("https://", 0) == 0) {
+    const auto start = target.find("//") + 2;
+    const auto slash = target.find('/', start);
+    target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+  }
+  if (target.empty() || target.front() != '/') return false;
+  target = target.substr(0, target.find_first_of("?#"));
+
+  // Decode and split into segments at once, resolving "." and ".." as they complete.
+  std::string segment;
+  auto finish_segment = [&]() -> bool {
+    if (segment == ".") {
+      // stays in the same folder
+    } else if (segment == "..") {
+      if (out.empty()) return false;  // above the root
+      out.resize(out.rfind('/'));
+    } else if (!segment.empty()) {
+      out += '/';
+      out += segment;
+    }
+    segment.clear();
+    return true;
+  };
+  bool trailing_slash = false;
+  for (std::size_t i = 0; i < target.size(); ++i) {
+    char c = target[i];
+    if (c == '%') {
+      if (i + 2 >= target.size()) return false;
+      const int hi = hex_value(target[i + 1]), lo = hex_value(target[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      c = static_cast<char>(hi * 16 + lo);
+      if (c == '\0') return false;
+      i += 2;
+    }
+    if (c == '/') {
+      if (!finish_segment()) return false;
+      trailing_slash = true;
+    } else {
+      segment += c;
+      trailing_slash = false;
+    }
+  }
+  const bool dot_end = segment == "." || segment == "..";
+  if (!finish_segment()) return false;
+  if (out.empty() || trailing_slash || dot_end) out += '/';
+  return true;
+}
+
+bool glob_match(std::string_view pattern, std::string_view path) noexcept {
+  // The same greedy match as within a segment, one level up: segments are the characters and
+  // a "**" segment is the star (zero or more segments). Offsets only: nothing is allocated.
+  std::size_t pi = 0, si = 0;
+  bool starred = false;
+  std::size_t after_star = 0, mark = 0;
+  while (si != no_more) {
+    if (pi != no_more) {
+      const auto [ps, pnext] = segment_at(pattern, pi);
+      if (ps == "**") {
+        starred = true;
+        after_star = pnext;
+        mark = si;
+        pi = pnext;
+        continue;
+      }
+      const auto [ss, snext] = segment_at(path, si);
+      if (segment_match(ps, ss)) {
+        pi = pnext;
+        si = snext;
+        continue;
+      }
+    }
+    if (!starred) return false;
+    // Let the last "**" take one more segment and match the rest of the pattern after it.
+    mark = segment_at(path, mark).second;
+    si = mark;
+    pi = after_star;
+  }
+  for (; pi != no_more; pi = segment_at(pattern, pi).second) {
+    if (segment_at(pattern, pi).first != "**") return false;
+  }
+  return true;
+}
+
+router::router(const config::gateway_config& g, const compiled_policy& p) {
+  auto target = [&](const config::route_config& r) {
+    route t;
+    t.category = p.find(r.category);
+    const auto it = std::find_if(g.upstreams.begin(), g.upstreams.end(),
+                                 [&](const auto& u) { return u.name == r.upstream; });
+    t.upstream = static_cast<std::size_t>(it - g.upstreams.begin());
+    t.line = r.line;
+    return t;
+  };
+  for (const auto& r : g.routes)
+    rules_.push_back({r.method, r.kind, r.path, r.headers, target(r)});
+  default_ = target(g.default_route);
+  default_.line = 0;
+}
+
+bool router::matches(const rule& r, const request_view& v) const noexcept {
+  if (!r.method.empty() && r.method != v.method) return false;
+  switch (r.kind) {
+    case config::path_match::any:
+      break;
+    case config::path_match::exact:
+      if (v.path != r.path) return false;
+      break;
+    case config::path_match::prefix:
+      if (v.path.substr(0, r.path.size()) != r.path) return false;
+      break;
+    case config::path_match::glob:
+      if (!glob_match(r.path, v.path)) return false;
+      break;
+  }
+  for (const auto& [name, value] : r.headers) {
+    if (v.header == nullptr || !value_matches(v.header(v.context, name), value)) return false;
+  }
+  return true;
+}
+
+const route& router::match(const request_view& v) const noexcept {
+  for (const rule& r : rules_) {
+    if (matches(r, v)) return r.target;
+  }
+  return default_;
+}
+
+}  // namespace tollgate::policy

@@ -1,0 +1,64 @@
+#pragma once
+/// Classification: a request's method, path and headers -> its route (category + upstream),
+/// by the ordered rules of the gateway file; the first match wins, the default route the rest.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gateway/config/gateway.hpp"
+#include "gateway/policy/compiled_policy.hpp"
+
+namespace tollgate::policy {
+
+/// The parts of a request the router reads, without any HTTP library type.
+struct request_view {
+  std::string_view method;  ///< e.g. "GET"
+  std::string_view path;    ///< normalised path (see normalize_path)
+  /// The value of header `name` (case-insensitive), or "" when absent.
+  std::string_view (*header)(const void* context, std::string_view name) = nullptr;
+  const void* context = nullptr;  ///< passed to `header`
+};
+
+/// Where a classified request goes.
+struct route {
+  const category_limits* category = nullptr;  ///< never null
+  std::size_t upstream = 0;                   ///< index into gateway_config::upstreams
+  int line = 0;                               ///< of the rule in the gateway file; 0: default
+};
+
+/// Reduces a request target to the path that routes match: origin-form or absolute-form,
+/// query and fragment dropped, every %XX decoded, repeated slashes merged, `.` and `..`
+/// segments resolved. Returns false for a target that is not a valid path (bad escape, NUL,
+/// `..` above the root, asterisk or authority form): the request gets 400.
+bool normalize_path(std::string_view target, std::string& out);
+
+/// `*` matches within one segment, `**` across segments; linear in practice, never exponential.
+bool glob_match(std::string_view pattern, std::string_view path) noexcept;
+
+/// The compiled routing table.
+/// Thread safety: immutable after construction.
+class router {
+ public:
+  /// Compiles the routes of `g` against the categories of `p` (which must outlive this).
+  router(const config::gateway_config& g, const compiled_policy& p);
+  /// The first matching route, else the default route.
+  const route& match(const request_view& r) const noexcept;
+
+ private:
+  struct rule {
+    std::string method;                                        ///< "" any
+    config::path_match kind;                                   ///< how to compare
+    std::string path;                                          ///< pattern
+    std::vector<std::pair<std::string, std::string>> headers;  ///< name, value
+    policy::route target;                                      ///< where it sends
+  };
+  bool matches(const rule& r, const request_view& v) const noexcept;
+
+  std::vector<rule> rules_;  ///< in file order
+  route default_;            ///< the default route
+};
+
+}  // namespace tollgate::policy
