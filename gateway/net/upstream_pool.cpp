@@ -1,0 +1,86 @@
+#include "gateway/net/upstream_pool.hpp"
+
+namespace tollgate::net {
+
+namespace {
+using clock = std::chrono::steady_clock;
+
+std::chrono::nanoseconds as_duration(core::nanos n) { return std::chrono::nanoseconds(n); }
+}  // namespace
+
+upstream_pool::upstream_state& upstream_pool::state(const snapshot& s, std::size_t u) {
+  if (built_for_ != &s) {
+    // A new snapshot: endpoints may differ, so connections of the old one are let go.
+    state_.clear();
+    state_.resize(s.upstream_endpoints.size());
+    for (std::size_t i = 0; i < state_.size(); ++i) {
+      state_[i].endpoints.resize(s.upstream_endpoints[i].size());
+    }
+    built_for_ = &s;
+  }
+  return state_[u];
+}
+
+std::size_t upstream_pool::pick(const snapshot& s, std::size_t u) {
+  upstream_state& st = state(s, u);
+  const std::size_t n = st.endpoints.size();
+  const auto now = clock::now();
+  // Round-robin over endpoints not ejected; when every one is, try them anyway.
+  for (std::size_t tries = 0; tries < n; ++tries) {
+    const std::size_t e = st.next++ % n;
+    if (st.endpoints[e].ejected_until <= now) return e;
+  }
+  return st.next++ % n;
+}
+
+asio::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
+    const snapshot& s, std::size_t u, connect_failure& why) {
+  why = connect_failure::none;
+  const auto& cfg = s.config.upstreams[u];
+  const std::size_t e = pick(s, u);
+  endpoint_state& es = state(s, u).endpoints[e];
+  const auto now = clock::now();
+  while (!es.idle.empty()) {
+    auto c = std::move(es.idle.back());
+    es.idle.pop_back();
+    // Past the idle timeout the upstream has likely closed it already.
+    if (now - c->idle_since < as_duration(cfg.idle_timeout)) {
+      c->reused = true;
+      co_return c;
+    }
+  }
+  auto c = std::make_unique<upstream_connection>(executor_);
+  c->upstream = u;
+  c->endpoint = e;
+  c->stream.expires_after(as_duration(cfg.connect_timeout));
+  auto [ec] = co_await c->stream.async_connect(s.upstream_endpoints[u][e], use_tuple);
+  if (ec) {
+    why = ec == beast::error::timeout ? connect_failure::timeout : connect_failure::refused;
+    failed(s, u, e);
+    co_return nullptr;
+  }
+  c->stream.socket().set_option(tcp::no_delay(true), ec);
+  co_return c;
+}
+
+void upstream_pool::release(const snapshot& s, std::unique_ptr<upstream_connection> c) {
+  if (built_for_ != &s) return;  // from an older snapshot: close it
+  endpoint_state& es = state(s, c->upstream).endpoints[c->endpoint];
+  es.failures = 0;
+  if (es.idle.size() >= s.config.upstreams[c->upstream].max_idle_connections) return;
+  c->idle_since = clock::now();
+  c->stream.expires_never();
+  es.idle.push_back(std::move(c));
+}
+
+void upstream_pool::failed(const snapshot& s, std::size_t u, std::size_t endpoint) {
+  endpoint_state& es = state(s, u).endpoints[endpoint];
+  es.idle.clear();
+  const auto& cfg = s.config.upstreams[u];
+  if (++es.failures >= cfg.max_failures) {
+    es.failures = 0;
+    es.ejected_until = clock::now() + as_duration(cfg.ejection_time);
+  }
+}
+
+}  // namespace tollgate::net

@@ -1,0 +1,41 @@
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "gateway/policy/client_address.hpp"
+
+using namespace tollgate;
+
+namespace {
+std::string decide(const char* peer, std::vector<std::string_view> xff,
+                   std::vector<const char*> trusted) {
+  std::vector<core::cidr> t;
+  for (const char* c : trusted)
+    t.push_back(core::cidr::parse(c).value());
+  return policy::client_address(core::address::parse(peer).value(), xff, t).to_string();
+}
+}  // namespace
+
+TEST_CASE("X-Forwarded-For is believed only from trusted proxies", "[client]") {
+  // No trusted proxies: the peer, whatever the header says.
+  CHECK(decide("198.51.100.7", {"203.0.113.1"}, {}) == "198.51.100.7");
+  // Untrusted peer: header ignored.
+  CHECK(decide("198.51.100.7", {"203.0.113.1"}, {"10.0.0.0/8"}) == "198.51.100.7");
+  // Trusted peer: the rightmost entry.
+  CHECK(decide("10.0.0.2", {"203.0.113.1"}, {"10.0.0.0/8"}) == "203.0.113.1");
+  // Walk right to left past trusted hops; a client-supplied left part is not believed.
+  CHECK(decide("10.0.0.2", {"1.1.1.1, 203.0.113.1, 10.0.0.9"}, {"10.0.0.0/8"}) == "203.0.113.1");
+  // Several fields are one list, in order.
+  CHECK(decide("10.0.0.2", {"1.1.1.1", "203.0.113.1, 10.0.0.9"}, {"10.0.0.0/8"}) == "203.0.113.1");
+  CHECK(decide("10.0.0.2", {"203.0.113.5", "10.0.0.9"}, {"10.0.0.0/8"}) == "203.0.113.5");
+  // Every hop trusted: the leftmost.
+  CHECK(decide("10.0.0.2", {"10.1.1.1, 10.0.0.9"}, {"10.0.0.0/8"}) == "10.1.1.1");
+  // Garbage stops the walk at the last trusted hop.
+  CHECK(decide("10.0.0.2", {"203.0.113.1, nonsense, 10.0.0.9"}, {"10.0.0.0/8"}) == "10.0.0.9");
+  CHECK(decide("10.0.0.2", {"unknown"}, {"10.0.0.0/8"}) == "10.0.0.2");
+  // IPv6 and mapped addresses.
+  CHECK(decide("::1", {" 2001:db8::5 "}, {"::1/128"}) == "2001:db8::5");
+  CHECK(decide("::ffff:10.0.0.2", {"192.0.2.1"}, {"10.0.0.0/8"}) == "192.0.2.1");
+  // Empty header from a trusted peer: the peer.
+  CHECK(decide("10.0.0.2", {}, {"10.0.0.0/8"}) == "10.0.0.2");
+}
