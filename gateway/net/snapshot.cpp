@@ -14,8 +14,8 @@ std::vector<std::vector<tcp::endpoint>> resolve_all(const config::gateway_config
     auto& endpoints = out.emplace_back();
     for (const auto& e : u.endpoints) {
       error_code ec;
-      const auto results = resolver.resolve(e.host, std::to_string(e.port),
-                                            tcp::resolver::numeric_service, ec);
+      const auto results =
+          resolver.resolve(e.host, std::to_string(e.port), tcp::resolver::numeric_service, ec);
       if (ec || results.empty()) {
         throw config::error(c.file, 0, "upstreams." + u.name + ".endpoints",
                             "cannot resolve '" + e.host + "': " + ec.message());
@@ -29,8 +29,7 @@ std::vector<std::vector<tcp::endpoint>> resolve_all(const config::gateway_config
 
 }  // namespace
 
-snapshot::snapshot(config::gateway_config c, limit::scope_registry& scopes,
-                   core::siphash_key key)
+snapshot::snapshot(config::gateway_config c, limit::scope_registry& scopes, core::siphash_key key)
     : config(std::move(c)),
       policy(config.policy, scopes, key),
       router(config, policy),

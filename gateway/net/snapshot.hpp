@@ -15,9 +15,9 @@ namespace tollgate::net {
 /// The gateway configuration, compiled.
 /// Thread safety: immutable; shared by every worker.
 struct snapshot {
-  config::gateway_config config;                          ///< as loaded
-  policy::compiled_policy policy;                         ///< limits per category
-  policy::router router;                                  ///< routes
+  config::gateway_config config;                               ///< as loaded
+  policy::compiled_policy policy;                              ///< limits per category
+  policy::router router;                                       ///< routes
   std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  ///< per upstream, resolved
 
   /// Compiles `c`; resolves every upstream endpoint now (throws config::error when a name

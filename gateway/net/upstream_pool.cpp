@@ -5,7 +5,9 @@ namespace tollgate::net {
 namespace {
 using clock = std::chrono::steady_clock;
 
-std::chrono::nanoseconds as_duration(core::nanos n) { return std::chrono::nanoseconds(n); }
+std::chrono::nanoseconds as_duration(core::nanos n) {
+  return std::chrono::nanoseconds(n);
+}
 }  // namespace
 
 upstream_pool::upstream_state& upstream_pool::state(const snapshot& s, std::size_t u) {
@@ -33,8 +35,9 @@ std::size_t upstream_pool::pick(const snapshot& s, std::size_t u) {
   return st.next++ % n;
 }
 
-asio::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
-    const snapshot& s, std::size_t u, connect_failure& why) {
+asio::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot& s,
+                                                                             std::size_t u,
+                                                                             connect_failure& why) {
   why = connect_failure::none;
   const auto& cfg = s.config.upstreams[u];
   const std::size_t e = pick(s, u);

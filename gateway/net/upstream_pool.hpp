@@ -15,11 +15,11 @@ namespace tollgate::net {
 /// One connection to an upstream endpoint, with its read buffer.
 struct upstream_connection {
   explicit upstream_connection(asio::any_io_executor ex) : stream(std::move(ex)) {}
-  beast::tcp_stream stream;                      ///< the socket with per-phase timeouts
-  beast::flat_buffer buffer;                     ///< bytes read past the last response
-  std::size_t upstream = 0;                      ///< index of its upstream
-  std::size_t endpoint = 0;                      ///< index of its endpoint in that upstream
-  bool reused = false;                           ///< came from the idle pool
+  beast::tcp_stream stream;                          ///< the socket with per-phase timeouts
+  beast::flat_buffer buffer;                         ///< bytes read past the last response
+  std::size_t upstream = 0;                          ///< index of its upstream
+  std::size_t endpoint = 0;                          ///< index of its endpoint in that upstream
+  bool reused = false;                               ///< came from the idle pool
   std::chrono::steady_clock::time_point idle_since;  ///< when it was returned
 };
 
@@ -57,9 +57,9 @@ class upstream_pool {
   upstream_state& state(const snapshot& s, std::size_t u);
   std::size_t pick(const snapshot& s, std::size_t u);
 
-  asio::any_io_executor executor_;      ///< the worker's
-  const snapshot* built_for_ = nullptr; ///< the snapshot `state_` was sized for
-  std::vector<upstream_state> state_;   ///< by upstream index
+  asio::any_io_executor executor_;       ///< the worker's
+  const snapshot* built_for_ = nullptr;  ///< the snapshot `state_` was sized for
+  std::vector<upstream_state> state_;    ///< by upstream index
 };
 
 }  // namespace tollgate::net

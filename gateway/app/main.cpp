@@ -1,0 +1,160 @@
+// tollgate: the command line of DESIGN §2, start-up, signals and reload.
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <string_view>
+
+#include "gateway/config/error.hpp"
+#include "gateway/config/gateway.hpp"
+#include "gateway/limit/memory_store.hpp"
+#include "gateway/net/server.hpp"
+
+namespace {
+
+using namespace tollgate;
+namespace asio = boost::asio;
+
+constexpr std::string_view version = "0.1.0";
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: tollgate [--config FILE]      run (default FILE: config/gateway.yaml)\n"
+               "       tollgate --check-config FILE  validate, print errors with file:line\n"
+               "       tollgate --version\n");
+  return 2;
+}
+
+std::uint64_t random_u64() {
+  std::random_device rd;
+  return (std::uint64_t{rd()} << 32) ^ rd();
+}
+
+int check_config(const std::string& path) {
+  try {
+    const auto g = config::load_gateway(path);
+    std::printf("%s: ok (%zu listeners, %zu upstreams, %zu routes, %zu categories)\n", path.c_str(),
+                g.listeners.size(), g.upstreams.size(), g.routes.size(),
+                g.policy.categories.size());
+    return 0;
+  } catch (const config::error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+}
+
+std::string endpoints_of(const config::upstream_config& u) {
+  std::string out;
+  for (const auto& e : u.endpoints) {
+    if (!out.empty()) out += ", ";
+    out += e.host + ":" + std::to_string(e.port);
+  }
+  return out;
+}
+
+void log_summary(const config::gateway_config& g, unsigned workers) {
+  std::string categories;
+  for (const auto& c : g.policy.categories)
+    categories += (categories.empty() ? "" : ", ") + c.name;
+  spdlog::info("tollgate {}: {} workers, store {}, categories: {}", version, workers,
+               g.store.type == config::store_config::kind::memory ? "memory" : "redis", categories);
+  for (const auto& u : g.upstreams)
+    spdlog::info("upstream {}: {}", u.name, endpoints_of(u));
+  spdlog::info("{} routes, default: {} -> {}", g.routes.size(), g.default_route.category,
+               g.default_route.upstream);
+}
+
+int run(const std::string& path) {
+  spdlog::flush_on(spdlog::level::info);
+  config::gateway_config cfg;
+  try {
+    cfg = config::load_gateway(path);
+  } catch (const config::error& e) {
+    spdlog::critical("{}", e.what());
+    return 1;
+  }
+  spdlog::set_level(spdlog::level::from_str(cfg.logging.level));
+  if (cfg.store.type == config::store_config::kind::redis) {
+    spdlog::critical("{}: store type redis is not available in this build; use memory", path);
+    return 1;
+  }
+  const unsigned workers =
+      cfg.workers != 0 ? cfg.workers : std::max(1u, std::thread::hardware_concurrency());
+  const auto& cap = cfg.store.capacity;
+  limit::memory_store store({cap[0], cap[1], cap[2], cap[3], cap[4]}, random_u64());
+  limit::scope_registry scopes;
+  const core::siphash_key identity_key{random_u64(), random_u64()};
+  const core::steady_unix_clock clock;
+  net::shared_state shared{store, clock};
+
+  std::shared_ptr<const net::snapshot> current;
+  try {
+    current = std::make_shared<const net::snapshot>(std::move(cfg), scopes, identity_key);
+  } catch (const config::error& e) {
+    spdlog::critical("{}", e.what());
+    return 1;
+  }
+  log_summary(current->config, workers);
+  net::server server(current, shared, workers);
+  try {
+    server.bind();
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot listen: {}", e.what());
+    return 1;
+  }
+  for (const auto& [name, ep] : server.bound()) {
+    spdlog::info("listening on {} {}:{}", name, ep.address().to_string(), ep.port());
+  }
+  server.start();
+
+  // Signals on the main thread: SIGHUP reloads, SIGINT/SIGTERM drain and exit.
+  asio::io_context control;
+  asio::signal_set signals(control, SIGINT, SIGTERM, SIGHUP);
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int signo) {
+        if (ec) return;
+        if (signo != SIGHUP) {
+          spdlog::info("signal {}: draining", signo);
+          server.stop(std::chrono::seconds(10));
+          control.stop();
+          return;
+        }
+        try {
+          auto next = std::make_shared<const net::snapshot>(config::load_gateway(path), scopes,
+                                                            identity_key);
+          if (next->config.listeners.size() != current->config.listeners.size()) {
+            spdlog::warn("reload: listener changes take effect at restart");
+          }
+          server.publish(next);
+          current = std::move(next);
+          spdlog::info("reload: configuration from {} in force", path);
+        } catch (const config::error& e) {
+          spdlog::error("reload failed, the running configuration stays: {}", e.what());
+        }
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
+  control.run();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string path = "config/gateway.yaml";
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("tollgate %s\n", version.data());
+    return 0;
+  }
+  if (argc == 3 && std::strcmp(argv[1], "--check-config") == 0) return check_config(argv[2]);
+  if (argc == 3 && std::strcmp(argv[1], "--config") == 0) {
+    path = argv[2];
+  } else if (argc != 1) {
+    return usage();
+  }
+  return run(path);
+}

@@ -1,0 +1,187 @@
+#include "gateway/net/forward.hpp"
+
+#include <optional>
+
+namespace tollgate::net {
+
+namespace {
+
+/// Relays the body `parser` is reading from `in` to `out` through `serializer`, one buffer at
+/// a time (the relay of Beast's documentation, awaited). The header is already written.
+template <bool isRequest>
+asio::awaitable<error_code> relay_body(beast::tcp_stream& in, beast::flat_buffer& in_buffer,
+                                       http::parser<isRequest, http::buffer_body>& parser,
+                                       beast::tcp_stream& out,
+                                       http::serializer<isRequest, http::buffer_body>& serializer,
+                                       std::array<char, 16 * 1024>& chunk,
+                                       std::chrono::nanoseconds read_timeout,
+                                       std::chrono::nanoseconds write_timeout) {
+  auto& body = parser.get().body();
+  do {
+    if (!parser.is_done()) {
+      body.data = chunk.data();
+      body.size = chunk.size();
+      in.expires_after(read_timeout);
+      auto [ec, n] = co_await http::async_read(in, in_buffer, parser, use_tuple);
+      // need_buffer: the chunk is full, which is what we asked for.
+      if (ec && ec != http::error::need_buffer) co_return ec;
+      body.size = chunk.size() - body.size;
+      body.data = chunk.data();
+      body.more = !parser.is_done();
+    } else {
+      body.data = nullptr;
+      body.size = 0;
+    }
+    out.expires_after(write_timeout);
+    auto [ec, n] = co_await http::async_write(out, serializer, use_tuple);
+    if (ec && ec != http::error::need_buffer) co_return ec;
+  } while (!parser.is_done() && !serializer.is_done());
+  co_return error_code{};
+}
+
+/// Prepares the request head for the upstream: hop-by-hop headers out, forwarding headers in.
+void prepare_upstream_head(http::request<http::buffer_body>& req,
+                           http::request_parser<http::buffer_body>& parser,
+                           const forward_request& r, connection_scratch& sc) {
+  // The client's own X-Forwarded-For is kept and the peer appended (DESIGN §7).
+  sc.forwarded_for.clear();
+  const auto [first, last] = req.base().equal_range("X-Forwarded-For");
+  for (auto f = first; f != last; ++f) {
+    if (!sc.forwarded_for.empty()) sc.forwarded_for += ", ";
+    sc.forwarded_for += sv(f->value());
+  }
+  if (!sc.forwarded_for.empty()) sc.forwarded_for += ", ";
+  sc.forwarded_for += r.peer.to_string();
+
+  strip_hop_by_hop(req.base());
+  // The gateway answers "Expect: 100-continue" itself once the request is admitted.
+  req.erase(http::field::expect);
+  req.set("X-Forwarded-For", sc.forwarded_for);
+  req.set("X-Forwarded-Proto", r.tls ? "https" : "http");
+  req.set("X-Real-IP", r.client.to_string());
+  req.version(11);
+  req.keep_alive(true);
+  // Framing is set anew: chunked in, chunked out; a length stays a length.
+  if (parser.chunked()) {
+    req.chunked(true);
+  } else if (const auto length = parser.content_length()) {
+    req.content_length(*length);
+  }
+}
+
+/// Prepares the response head for the client. Returns whether the client connection can stay
+/// open after this response.
+bool prepare_client_head(http::response<http::buffer_body>& res,
+                         http::response_parser<http::buffer_body>& parser, const forward_request& r,
+                         bool head_request, const policy::rate_limit_fields& fields) {
+  strip_hop_by_hop(res.base());
+  set_rate_limit_fields(res.base(), fields);
+  res.version(r.version < 11 ? 10 : 11);
+  bool keep = r.keep_alive;
+  const unsigned status = res.result_int();
+  const bool bodiless = head_request || status == 204 || status == 304 || status < 200;
+  if (parser.chunked() || (!parser.content_length() && !bodiless)) {
+    // Length unknown: chunked for HTTP/1.1 clients, end-of-connection for HTTP/1.0.
+    if (r.version >= 11) {
+      res.chunked(true);
+    } else {
+      keep = false;
+    }
+  }
+  res.keep_alive(keep);
+  return keep;
+}
+
+}  // namespace
+
+asio::awaitable<bool> forward(worker& w, const forward_request& r, beast::tcp_stream& client,
+                              beast::flat_buffer& client_buffer,
+                              http::request_parser<http::buffer_body>& parser,
+                              connection_scratch& sc) {
+  const auto& limits = r.snap.config.limits;
+  const auto& upstream_cfg = r.snap.config.upstreams[r.route.upstream];
+  const auto response_timeout = duration_of(upstream_cfg.response_timeout);
+  const auto body_timeout = duration_of(limits.body_timeout);
+  auto& req = parser.get();
+  const bool head_request = req.method() == http::verb::head;
+  const bool expects_continue = beast::iequals(req[http::field::expect], "100-continue");
+  prepare_upstream_head(req, parser, r, sc);
+
+  // A request without a body can be sent again on a fresh connection when a pooled one turns
+  // out to have been closed by the upstream; one with a body cannot (it is streamed once).
+  const bool replayable = parser.is_done();
+  std::unique_ptr<upstream_connection> conn;
+  std::optional<http::response_parser<http::buffer_body>> rp;  // parsers cannot be reassigned
+  for (int attempt = 0;; ++attempt) {
+    connect_failure why;
+    conn = co_await w.pool.acquire(r.snap, r.route.upstream, why);
+    if (!conn) {
+      const bool timeout = why == connect_failure::timeout;
+      co_return co_await write_local(
+          client, r.version, timeout ? http::status::gateway_timeout : http::status::bad_gateway,
+          problem_body(
+              timeout ? 504 : 502, timeout ? "Gateway Timeout" : "Bad Gateway",
+              "upstream " + upstream_cfg.name +
+                  (timeout ? " did not accept a connection in time" : " refused the connection")),
+          &sc.fields, r.keep_alive && replayable, body_timeout);
+    }
+    http::request_serializer<http::buffer_body> sr{req};
+    conn->stream.expires_after(response_timeout);
+    auto [wec, wn] = co_await http::async_write_header(conn->stream, sr, use_tuple);
+    error_code ec = wec;
+    if (!ec) {
+      if (expects_continue && !parser.is_done()) {
+        static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
+        client.expires_after(body_timeout);
+        auto [cec, cn] = co_await asio::async_write(
+            client, asio::buffer(continue_line.data(), continue_line.size()), use_tuple);
+        if (cec) co_return false;
+      }
+      ec = co_await relay_body<true>(client, client_buffer, parser, conn->stream, sr, sc.body,
+                                     body_timeout, response_timeout);
+      if (ec == http::error::body_limit) {
+        // The upstream saw a truncated body; that connection is beyond saving.
+        co_await write_local(client, r.version, http::status::payload_too_large,
+                             problem_body(413, "Content Too Large", "request body too large"),
+                             &sc.fields, false, body_timeout);
+        co_return false;
+      }
+    }
+    if (!ec) {
+      rp.emplace();
+      rp->body_limit(boost::none);  // responses are streamed, never held
+      rp->header_limit(64 * 1024);
+      if (head_request) rp->skip(true);
+      conn->stream.expires_after(response_timeout);
+      auto [rec, rn] = co_await http::async_read_header(conn->stream, conn->buffer, *rp, use_tuple);
+      ec = rec;
+    }
+    if (!ec) break;
+    if (conn->reused && replayable && attempt == 0 && ec != beast::error::timeout) {
+      continue;  // a stale pooled connection: once more on a fresh one
+    }
+    w.pool.failed(r.snap, conn->upstream, conn->endpoint);
+    const bool timeout = ec == beast::error::timeout;
+    co_return co_await write_local(
+        client, r.version, timeout ? http::status::gateway_timeout : http::status::bad_gateway,
+        problem_body(timeout ? 504 : 502, timeout ? "Gateway Timeout" : "Bad Gateway",
+                     "upstream " + upstream_cfg.name +
+                         (timeout ? " did not answer in time" : " failed: " + ec.message())),
+        &sc.fields, r.keep_alive && parser.is_done(), body_timeout);
+  }
+
+  auto& res = rp->get();
+  const bool keep = prepare_client_head(res, *rp, r, head_request, sc.fields);
+  http::response_serializer<http::buffer_body> rs{res};
+  client.expires_after(body_timeout);
+  auto [hec, hn] = co_await http::async_write_header(client, rs, use_tuple);
+  if (hec) co_return false;
+  const error_code ec = co_await relay_body<false>(conn->stream, conn->buffer, *rp, client, rs,
+                                                   sc.body, response_timeout, body_timeout);
+  // Mid-body failures cannot be reported any more: the head is gone. Close.
+  if (ec) co_return false;
+  if (rp->keep_alive()) w.pool.release(r.snap, std::move(conn));
+  co_return keep;
+}
+
+}  // namespace tollgate::net

@@ -1,0 +1,28 @@
+#pragma once
+/// The admitted half of a request: relayed to its upstream and the response relayed back, both
+/// bodies streamed chunk by chunk. Internal to net/.
+
+#include "gateway/net/http_helpers.hpp"
+#include "gateway/net/worker.hpp"
+
+namespace tollgate::net {
+
+/// What the forwarder needs to know about an admitted request.
+struct forward_request {
+  const snapshot& snap;        ///< configuration in force for this request
+  const policy::route& route;  ///< its upstream
+  core::address peer;          ///< the socket peer
+  core::address client;        ///< the address it was charged to
+  bool tls = false;            ///< arrived over TLS
+  bool keep_alive = false;     ///< the client asked to keep the connection
+  unsigned version = 11;       ///< the client's HTTP version
+};
+
+/// Forwards the request whose head `parser` holds. Answers 502/504 itself when the upstream
+/// fails before its response starts. Returns whether the client connection stays open.
+asio::awaitable<bool> forward(worker& w, const forward_request& r, beast::tcp_stream& client,
+                              beast::flat_buffer& client_buffer,
+                              http::request_parser<http::buffer_body>& parser,
+                              connection_scratch& scratch);
+
+}  // namespace tollgate::net

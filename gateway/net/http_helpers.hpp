@@ -1,0 +1,50 @@
+#pragma once
+/// Small pieces shared by the session and the forwarder: local answers, header editing,
+/// per-connection scratch space. Internal to net/.
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "gateway/net/asio.hpp"
+#include "gateway/policy/verdict.hpp"
+
+namespace tollgate::net {
+
+/// Buffers a connection reuses for every request it carries.
+struct connection_scratch {
+  std::string path;                  ///< normalised path of the current request
+  policy::rate_limit_fields fields;  ///< its rate-limit header values
+  std::string forwarded_for;         ///< X-Forwarded-For to send upstream
+  std::array<char, 16 * 1024> body;  ///< one chunk of a body being relayed
+};
+
+/// Beast's string view as a standard one.
+inline std::string_view sv(beast::string_view s) noexcept {
+  return {s.data(), s.size()};
+}
+
+/// Nanoseconds as a duration for expires_after.
+inline std::chrono::nanoseconds duration_of(core::nanos n) noexcept {
+  return std::chrono::nanoseconds(n);
+}
+
+/// An RFC 9457 problem+json body; `detail` must not need JSON escaping.
+std::string problem_body(int status, std::string_view title, std::string_view detail);
+
+/// Adds the rate-limit headers of DESIGN §4 (nothing when the request carried no limits).
+void set_rate_limit_fields(http::fields& f, const policy::rate_limit_fields& r);
+
+/// Removes the hop-by-hop headers of RFC 9110 §7.6.1: Connection and every field it names
+/// (except message framing, which the gateway sets itself), Keep-Alive, Proxy-Connection, TE,
+/// Trailer, Transfer-Encoding and Upgrade.
+void strip_hop_by_hop(http::fields& f);
+
+/// Writes a response made by the gateway itself. Returns whether the connection stays open.
+asio::awaitable<bool> write_local(beast::tcp_stream& s, unsigned version, http::status status,
+                                  std::string body, const policy::rate_limit_fields* rate_limit,
+                                  bool keep_alive, std::chrono::nanoseconds timeout);
+
+}  // namespace tollgate::net

@@ -1,0 +1,166 @@
+#include "gateway/net/server.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <chrono>
+
+namespace tollgate::net {
+
+namespace {
+
+asio::ip::address to_asio(const core::address& a) {
+  if (a.family() == core::family::v4) return asio::ip::address_v4(a.v4());
+  asio::ip::address_v6::bytes_type bytes;
+  for (int i = 0; i < 8; ++i) {
+    bytes[i] = static_cast<unsigned char>(a.v6_high() >> (56 - 8 * i));
+    bytes[8 + i] = static_cast<unsigned char>(a.v6_low() >> (56 - 8 * i));
+  }
+  return asio::ip::address_v6(bytes);
+}
+
+std::unique_ptr<tcp::acceptor> open_acceptor(asio::io_context& io, const tcp::endpoint& ep) {
+  auto a = std::make_unique<tcp::acceptor>(io);
+  a->open(ep.protocol());
+  a->set_option(asio::socket_base::reuse_address(true));
+  // Every worker listens on the same port; the kernel balances new connections among them.
+  const int one = 1;
+  if (::setsockopt(a->native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+    throw std::system_error(errno, std::generic_category(), "SO_REUSEPORT");
+  }
+  a->bind(ep);
+  a->listen(asio::socket_base::max_listen_connections);
+  return a;
+}
+
+/// Logs what ended a coroutine with an exception: a bug, since the data path does not throw.
+auto log_exception(std::string what) {
+  return [what = std::move(what)](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      spdlog::error("{} ended by an exception: {}", what, ex.what());
+    }
+  };
+}
+
+/// Counts a connection for as long as its session runs.
+struct connection_count {
+  explicit connection_count(std::atomic<std::uint64_t>& c) : count(c) {
+    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  ~connection_count() {
+    count.store(count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  }
+  std::atomic<std::uint64_t>& count;
+};
+
+asio::awaitable<void> counted_session(worker& w, tcp::socket s, const listener_info& l) {
+  const connection_count guard(w.connections);
+  co_await run_session(w, std::move(s), l);
+}
+
+asio::awaitable<void> accept_loop(worker& w, tcp::acceptor& acceptor, const listener_info& l) {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;  // stopping
+    if (ec) {
+      // Out of descriptors or a connection reset before accept: back off briefly, go on.
+      spdlog::warn("accept on {}: {}", l.name, ec.message());
+      asio::steady_timer pause(acceptor.get_executor(), std::chrono::milliseconds(10));
+      co_await pause.async_wait(use_tuple);
+      continue;
+    }
+    if (w.connections.load(std::memory_order_relaxed) >= w.max_connections) {
+      continue;  // over this worker's share: the socket closes as it goes out of scope
+    }
+    // Only that one connection is lost if its session throws.
+    asio::co_spawn(w.io, counted_session(w, std::move(socket), l),
+                   log_exception("a session on " + l.name));
+  }
+}
+
+}  // namespace
+
+server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, unsigned workers)
+    : shared_(shared), initial_(std::move(initial)) {
+  for (unsigned i = 0; i < std::max(1u, workers); ++i) {
+    workers_.push_back(std::make_unique<worker>(shared_));
+    workers_.back()->adopt(initial_);
+    // Like nginx's worker_connections: each worker holds its share of the limit.
+    const auto total = initial_->config.limits.max_connections;
+    workers_.back()->max_connections = (total + std::max(1u, workers) - 1) / std::max(1u, workers);
+  }
+  acceptors_.resize(workers_.size());
+}
+
+server::~server() {
+  for (auto& w : workers_)
+    w->io.stop();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void server::bind() {
+  const auto& listeners = initial_->config.listeners;
+  for (std::size_t li = 0; li < listeners.size(); ++li) {
+    const auto& l = listeners[li];
+    infos_.push_back({l.name, l.tls.has_value()});
+    tcp::endpoint ep(to_asio(l.address), l.port);
+    for (std::size_t wi = 0; wi < workers_.size(); ++wi) {
+      auto acceptor = open_acceptor(workers_[wi]->io, ep);
+      // Port 0: the first worker's port, so that every worker shares one.
+      if (wi == 0) ep = acceptor->local_endpoint();
+      acceptors_[wi].push_back({std::move(acceptor), li});
+    }
+    bound_.emplace_back(l.name, ep);
+  }
+}
+
+void server::start() {
+  for (std::size_t wi = 0; wi < workers_.size(); ++wi) {
+    worker& w = *workers_[wi];
+    for (auto& a : acceptors_[wi]) {
+      asio::co_spawn(w.io, accept_loop(w, *a.acceptor, infos_[a.listener]),
+                     log_exception("the accept loop of " + infos_[a.listener].name));
+    }
+    threads_.emplace_back([&w] { w.io.run(); });
+  }
+}
+
+void server::publish(std::shared_ptr<const snapshot> s) {
+  for (auto& w : workers_) {
+    asio::post(w->io, [wp = w.get(), s] { wp->adopt(s); });
+  }
+}
+
+void server::stop(std::chrono::nanoseconds grace) {
+  for (std::size_t wi = 0; wi < workers_.size(); ++wi) {
+    for (auto& a : acceptors_[wi]) {
+      asio::post(workers_[wi]->io, [acc = a.acceptor.get()] {
+        error_code ignored;
+        acc->close(ignored);
+      });
+    }
+  }
+  // Requests in flight may finish; idle keep-alive connections are simply closed.
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  auto busy = [&] {
+    for (const auto& w : workers_) {
+      if (w->in_flight.load(std::memory_order_relaxed) > 0) return true;
+    }
+    return false;
+  };
+  while (busy() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (auto& w : workers_)
+    w->io.stop();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+}  // namespace tollgate::net

@@ -1,0 +1,50 @@
+#pragma once
+/// The public listeners and the worker threads that serve them: one io_context per thread, an
+/// acceptor per listener on every worker (SO_REUSEPORT: the kernel spreads connections), and
+/// connections pinned to the worker that accepted them.
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gateway/net/worker.hpp"
+
+namespace tollgate::net {
+
+/// Workers and listeners.
+/// Thread safety: construct, bind and run from one thread; publish and stop from any.
+class server {
+ public:
+  /// `workers` threads serving `initial`, sharing `shared`.
+  server(std::shared_ptr<const snapshot> initial, shared_state& shared, unsigned workers);
+  ~server();
+
+  /// Binds every listener of the initial snapshot on every worker; throws on failure.
+  void bind();
+  /// The bound endpoint of each listener, by name (port 0 resolved).
+  const std::vector<std::pair<std::string, tcp::endpoint>>& bound() const { return bound_; }
+  /// Starts the worker threads.
+  void start();
+  /// Installs `s` on every worker; requests that start afterwards use it.
+  void publish(std::shared_ptr<const snapshot> s);
+  /// Stops accepting, gives requests in flight up to `grace` to finish, then stops the workers
+  /// (closing idle connections) and joins their threads.
+  void stop(std::chrono::nanoseconds grace);
+
+ private:
+  struct listening {
+    std::unique_ptr<tcp::acceptor> acceptor;  ///< on its worker's io_context
+    std::size_t listener;                     ///< index into infos_
+  };
+  shared_state& shared_;                                      ///< limiter, clock
+  std::shared_ptr<const snapshot> initial_;                   ///< listeners come from it
+  std::vector<std::unique_ptr<worker>> workers_;              ///< one per thread
+  std::vector<std::vector<listening>> acceptors_;             ///< per worker
+  std::vector<listener_info> infos_;                          ///< per listener
+  std::vector<std::pair<std::string, tcp::endpoint>> bound_;  ///< per listener
+  std::vector<std::thread> threads_;                          ///< one per worker
+};
+
+}  // namespace tollgate::net

@@ -1,0 +1,161 @@
+#include <array>
+#include <span>
+
+#include "gateway/net/forward.hpp"
+#include "gateway/net/http_helpers.hpp"
+#include "gateway/net/worker.hpp"
+#include "gateway/policy/client_address.hpp"
+
+namespace tollgate::net {
+
+namespace {
+
+core::address to_address(const tcp::endpoint& ep) noexcept {
+  const auto a = ep.address();
+  if (a.is_v4()) return core::address::from_v4(a.to_v4().to_uint());
+  const auto bytes = a.to_v6().to_bytes();
+  unsigned char raw[16];
+  std::copy(bytes.begin(), bytes.end(), raw);
+  return core::address::from_v6(raw);
+}
+
+/// Header lookup for the router, which sees no Beast types.
+std::string_view header_of(const void* fields, std::string_view name) {
+  const auto& f = *static_cast<const http::fields*>(fields);
+  const auto it = f.find(beast::string_view(name.data(), name.size()));
+  return it == f.end() ? std::string_view() : sv(it->value());
+}
+
+/// Whether a read error is a normal end of the connection rather than a bad request.
+bool is_ending(const error_code& ec) noexcept {
+  return ec == http::error::end_of_stream || ec == beast::error::timeout ||
+         ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::error::operation_aborted;
+}
+
+/// Waits for the first byte of the next request within `idle`, so that the header timeout
+/// bounds the head itself, not the pause between requests. False when the connection ended.
+asio::awaitable<bool> await_request(beast::tcp_stream& client, beast::flat_buffer& buffer,
+                                    std::chrono::nanoseconds idle) {
+  if (buffer.size() > 0) co_return true;  // pipelined: the next request is already here
+  client.expires_after(idle);
+  auto [ec, n] = co_await client.async_read_some(buffer.prepare(4096), use_tuple);
+  if (ec) co_return false;
+  buffer.commit(n);
+  co_return true;
+}
+
+/// Marks a request in flight (graceful stop waits for these, not for idle connections).
+struct in_flight_count {
+  // Written by this worker only: a plain load and store, no locked instruction.
+  explicit in_flight_count(std::atomic<std::uint64_t>& c) : count(c) {
+    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  ~in_flight_count() {
+    count.store(count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  }
+  std::atomic<std::uint64_t>& count;
+};
+
+}  // namespace
+
+asio::awaitable<void> run_session(worker& w, tcp::socket socket, const listener_info& l) {
+  error_code ec;
+  const auto peer_endpoint = socket.remote_endpoint(ec);
+  if (ec) co_return;  // the client left before we looked
+  socket.set_option(tcp::no_delay(true), ec);
+  const core::address peer = to_address(peer_endpoint);
+  beast::tcp_stream client(std::move(socket));
+  beast::flat_buffer buffer;
+  auto sc = std::make_unique<connection_scratch>();
+
+  for (bool first = true;; first = false) {
+    // The snapshot in force when this request starts serves the whole request.
+    const std::shared_ptr<const snapshot> snap = w.current;
+    const auto& limits = snap->config.limits;
+    if (!co_await await_request(
+            client, buffer,
+            duration_of(first ? limits.header_timeout : limits.keepalive_timeout))) {
+      co_return;
+    }
+    http::request_parser<http::buffer_body> parser;  // a fresh parser per message
+    parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+    parser.body_limit(limits.max_request_body);
+    client.expires_after(duration_of(limits.header_timeout));
+    auto [rec, rn] = co_await http::async_read_header(client, buffer, parser, use_tuple);
+    if (rec) {
+      if (is_ending(rec)) co_return;
+      const auto timeout = duration_of(limits.body_timeout);
+      if (rec == http::error::header_limit) {
+        co_await write_local(client, 11, http::status::request_header_fields_too_large,
+                             problem_body(431, "Request Header Fields Too Large",
+                                          "request head larger than the limit"),
+                             nullptr, false, timeout);
+      } else if (rec == http::error::body_limit) {
+        co_await write_local(client, 11, http::status::payload_too_large,
+                             problem_body(413, "Content Too Large", "request body too large"),
+                             nullptr, false, timeout);
+      } else {
+        co_await write_local(
+            client, 11, http::status::bad_request,
+            problem_body(400, "Bad Request", "malformed request: " + rec.message()), nullptr, false,
+            timeout);
+      }
+      co_return;
+    }
+    const in_flight_count busy(w.in_flight);
+    auto& req = parser.get();
+    const bool keep_alive = req.keep_alive();
+    const unsigned version = req.version();
+    if (!policy::normalize_path(sv(req.target()), sc->path)) {
+      co_await write_local(client, version, http::status::bad_request,
+                           problem_body(400, "Bad Request", "malformed request target"), nullptr,
+                           false, duration_of(limits.body_timeout));
+      co_return;
+    }
+
+    const policy::route& route =
+        snap->router.match({sv(req.method_string()), sc->path, &header_of, &req.base()});
+    std::array<std::string_view, 8> forwarded;
+    std::size_t n_forwarded = 0;
+    const auto [xff_first, xff_last] = req.base().equal_range("X-Forwarded-For");
+    for (auto f = xff_first; f != xff_last; ++f) {
+      // Only the rightmost values matter: the walk stops at the first untrusted hop.
+      if (n_forwarded == forwarded.size()) {
+        std::move(forwarded.begin() + 1, forwarded.end(), forwarded.begin());
+        --n_forwarded;
+      }
+      forwarded[n_forwarded++] = sv(f->value());
+    }
+    const core::address client_addr = policy::client_address(
+        peer, std::span(forwarded.data(), n_forwarded), snap->config.trusted_proxies);
+
+    const auto& category = *route.category;
+    const std::string_view identity = category.identity_header.empty()
+                                          ? std::string_view()
+                                          : header_of(&req.base(), category.identity_header);
+    const auto lreq = snap->policy.request(category, client_addr, identity, w.shared.clock.now());
+    limit::decision d;
+    // The in-process store answers at once; an asynchronous one would complete on this
+    // worker's io_context (Redis, DESIGN §11), which this session does not await yet.
+    w.shared.limiter.decide(lreq, d, {});
+    policy::describe(lreq, d, category, client_addr.family(), sc->fields);
+
+    bool stay = false;
+    if (!d.admitted) {
+      // The body, if any, is not read: close afterwards rather than parse what we refuse.
+      stay = co_await write_local(client, version, http::status::too_many_requests, sc->fields.body,
+                                  &sc->fields, keep_alive && parser.is_done(),
+                                  duration_of(limits.body_timeout));
+    } else {
+      const forward_request fr{*snap, route, peer, client_addr, l.tls, keep_alive, version};
+      stay = co_await forward(w, fr, client, buffer, parser, *sc);
+    }
+    if (!stay) {
+      client.socket().shutdown(tcp::socket::shutdown_send, ec);
+      co_return;
+    }
+  }
+}
+
+}  // namespace tollgate::net

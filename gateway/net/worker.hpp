@@ -1,0 +1,56 @@
+#pragma once
+/// A worker thread's world: its io_context, its upstream pool and its view of the current
+/// snapshot. Connections are pinned to one worker for life, so none of this needs a lock.
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "gateway/core/clock.hpp"
+#include "gateway/limit/limiter.hpp"
+#include "gateway/net/asio.hpp"
+#include "gateway/net/snapshot.hpp"
+#include "gateway/net/upstream_pool.hpp"
+
+namespace tollgate::net {
+
+/// What every worker shares with the others.
+/// Thread safety: both are thread-safe.
+struct shared_state {
+  limit::limiter& limiter;   ///< the limiter store
+  const core::clock& clock;  ///< time for decisions and headers
+};
+
+/// A listener as sessions see it.
+struct listener_info {
+  std::string name;  ///< from the configuration
+  bool tls = false;  ///< X-Forwarded-Proto https
+};
+
+/// One worker thread.
+/// Thread safety: everything but `io` is touched only from `io`'s thread.
+struct worker {
+  explicit worker(shared_state& s) : shared(s) {}
+  asio::io_context io{1};                 ///< run by exactly one thread
+  upstream_pool pool{io.get_executor()};  ///< this worker's upstream connections
+  shared_state& shared;                   ///< limiter, clock
+  /// Open client connections of this worker. Atomic only so that stop() may read it from
+  /// another thread; written by this worker alone, so its cache line never bounces.
+  std::atomic<std::uint64_t> connections{0};
+  std::atomic<std::uint64_t> in_flight{0};  ///< requests between head read and response end
+  std::uint64_t max_connections = 0;        ///< this worker's share of limits.max_connections
+  /// The current snapshot through a control block of this worker's own, so that sessions
+  /// copying it per request do not contend with other cores on one reference count.
+  std::shared_ptr<const snapshot> current;
+
+  /// Adopts `s` (call on this worker's thread).
+  void adopt(std::shared_ptr<const snapshot> s) {
+    auto holder = std::make_shared<std::shared_ptr<const snapshot>>(std::move(s));
+    current = std::shared_ptr<const snapshot>(holder, holder->get());
+  }
+};
+
+/// Serves one client connection until it closes; never throws for network errors.
+asio::awaitable<void> run_session(worker& w, tcp::socket socket, const listener_info& l);
+
+}  // namespace tollgate::net
