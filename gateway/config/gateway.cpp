@@ -48,8 +48,9 @@ core::address read_address(const yaml_node& n) {
   return *a;
 }
 
+/// A listening port; 0 lets the kernel choose (tests, ephemeral setups).
 std::uint16_t read_port(const yaml_node& n) {
-  return static_cast<std::uint16_t>(n.as_uint(1, 65535));
+  return static_cast<std::uint16_t>(n.as_uint(0, 65535));
 }
 
 /// `host:port` or `[v6]:port`.
@@ -98,7 +99,7 @@ bool collides(const core::address& a, std::uint16_t pa, const core::address& b, 
   auto wildcard = [](const core::address& x) {
     return x.family() == core::family::v4 ? x.v4() == 0 : (x.v6_high() == 0 && x.v6_low() == 0);
   };
-  return pa == pb && (a == b || wildcard(a) || wildcard(b));
+  return pa == pb && pa != 0 && (a == b || wildcard(a) || wildcard(b));
 }
 
 limits_config read_limits(const yaml_node& n) {

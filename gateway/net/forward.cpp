@@ -39,6 +39,12 @@ asio::awaitable<error_code> relay_body(beast::tcp_stream& in, beast::flat_buffer
   co_return error_code{};
 }
 
+/// The problem+json body of a 502 (`timeout` false) or 504 about upstream `name`.
+std::string upstream_problem(bool timeout, const std::string& name, const std::string& what) {
+  return problem_body(timeout ? 504 : 502, timeout ? "Gateway Timeout" : "Bad Gateway",
+                      "upstream " + name + " " + what);
+}
+
 /// Prepares the request head for the upstream: hop-by-hop headers out, forwarding headers in.
 void prepare_upstream_head(http::request<http::buffer_body>& req,
                            http::request_parser<http::buffer_body>& parser,
@@ -117,13 +123,14 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, beast::tcp_st
     conn = co_await w.pool.acquire(r.snap, r.route.upstream, why);
     if (!conn) {
       const bool timeout = why == connect_failure::timeout;
-      co_return co_await write_local(
-          client, r.version, timeout ? http::status::gateway_timeout : http::status::bad_gateway,
-          problem_body(
-              timeout ? 504 : 502, timeout ? "Gateway Timeout" : "Bad Gateway",
-              "upstream " + upstream_cfg.name +
-                  (timeout ? " did not accept a connection in time" : " refused the connection")),
-          &sc.fields, r.keep_alive && replayable, body_timeout);
+      // Built before the co_await: GCC 12 destroys temporaries of a conditional expression
+      // inside a co_await argument list twice.
+      std::string body = upstream_problem(
+          timeout, upstream_cfg.name,
+          timeout ? "did not accept a connection in time" : "refused the connection");
+      const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
+      co_return co_await write_local(client, r.version, status, std::move(body), &sc.fields,
+                                     r.keep_alive && replayable, body_timeout);
     }
     http::request_serializer<http::buffer_body> sr{req};
     conn->stream.expires_after(response_timeout);
@@ -141,8 +148,8 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, beast::tcp_st
                                      body_timeout, response_timeout);
       if (ec == http::error::body_limit) {
         // The upstream saw a truncated body; that connection is beyond saving.
-        co_await write_local(client, r.version, http::status::payload_too_large,
-                             problem_body(413, "Content Too Large", "request body too large"),
+        std::string body = problem_body(413, "Content Too Large", "request body too large");
+        co_await write_local(client, r.version, http::status::payload_too_large, std::move(body),
                              &sc.fields, false, body_timeout);
         co_return false;
       }
@@ -162,12 +169,11 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, beast::tcp_st
     }
     w.pool.failed(r.snap, conn->upstream, conn->endpoint);
     const bool timeout = ec == beast::error::timeout;
-    co_return co_await write_local(
-        client, r.version, timeout ? http::status::gateway_timeout : http::status::bad_gateway,
-        problem_body(timeout ? 504 : 502, timeout ? "Gateway Timeout" : "Bad Gateway",
-                     "upstream " + upstream_cfg.name +
-                         (timeout ? " did not answer in time" : " failed: " + ec.message())),
-        &sc.fields, r.keep_alive && parser.is_done(), body_timeout);
+    std::string body = upstream_problem(
+        timeout, upstream_cfg.name, timeout ? "did not answer in time" : "failed: " + ec.message());
+    const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
+    co_return co_await write_local(client, r.version, status, std::move(body), &sc.fields,
+                                   r.keep_alive && parser.is_done(), body_timeout);
   }
 
   auto& res = rp->get();

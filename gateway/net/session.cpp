@@ -85,22 +85,21 @@ asio::awaitable<void> run_session(worker& w, tcp::socket socket, const listener_
     auto [rec, rn] = co_await http::async_read_header(client, buffer, parser, use_tuple);
     if (rec) {
       if (is_ending(rec)) co_return;
-      const auto timeout = duration_of(limits.body_timeout);
+      // Named before the co_await (GCC 12 mishandles temporaries in co_await arguments).
+      http::status status = http::status::bad_request;
+      std::string body;
       if (rec == http::error::header_limit) {
-        co_await write_local(client, 11, http::status::request_header_fields_too_large,
-                             problem_body(431, "Request Header Fields Too Large",
-                                          "request head larger than the limit"),
-                             nullptr, false, timeout);
+        status = http::status::request_header_fields_too_large;
+        body = problem_body(431, "Request Header Fields Too Large",
+                            "request head larger than the limit");
       } else if (rec == http::error::body_limit) {
-        co_await write_local(client, 11, http::status::payload_too_large,
-                             problem_body(413, "Content Too Large", "request body too large"),
-                             nullptr, false, timeout);
+        status = http::status::payload_too_large;
+        body = problem_body(413, "Content Too Large", "request body too large");
       } else {
-        co_await write_local(
-            client, 11, http::status::bad_request,
-            problem_body(400, "Bad Request", "malformed request: " + rec.message()), nullptr, false,
-            timeout);
+        body = problem_body(400, "Bad Request", "malformed request: " + rec.message());
       }
+      co_await write_local(client, 11, status, std::move(body), nullptr, false,
+                           duration_of(limits.body_timeout));
       co_return;
     }
     const in_flight_count busy(w.in_flight);
@@ -108,8 +107,8 @@ asio::awaitable<void> run_session(worker& w, tcp::socket socket, const listener_
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();
     if (!policy::normalize_path(sv(req.target()), sc->path)) {
-      co_await write_local(client, version, http::status::bad_request,
-                           problem_body(400, "Bad Request", "malformed request target"), nullptr,
+      std::string body = problem_body(400, "Bad Request", "malformed request target");
+      co_await write_local(client, version, http::status::bad_request, std::move(body), nullptr,
                            false, duration_of(limits.body_timeout));
       co_return;
     }

@@ -136,8 +136,8 @@ TEST_CASE("every gateway error names file, line and key", "[config]") {
       {l + up + "default_route: { category: general, upstream: app }\npolicies: [nope.yaml]\n",
        (s.dir / "nope.yaml").string() + ": cannot read file: No such file or directory"},
       {"listeners: []\n" + up + dr, "g.yaml:1: listeners: at least one listener is needed"},
-      {"listeners: [{ name: public, address: 0.0.0.0, port: 0 }]\n" + up + dr,
-       "g.yaml:1: listeners[0].port: expected a whole number from 1 to 65535, got '0'"},
+      {"listeners: [{ name: public, address: 0.0.0.0, port: 70000 }]\n" + up + dr,
+       "g.yaml:1: listeners[0].port: expected a whole number from 0 to 65535, got '70000'"},
       {"listeners: [{ name: public, address: localhost, port: 80 }]\n" + up + dr,
        "g.yaml:1: listeners[0].address: invalid address 'localhost' (expected an IPv4 or IPv6 "
        "address)"},

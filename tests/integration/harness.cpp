@@ -1,0 +1,212 @@
+#include "harness.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+namespace tollgate::test {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+child::child(std::vector<std::string> argv) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe");
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork");
+  if (pid_ == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> args;
+    for (auto& a : argv)
+      args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  out_ = fds[0];
+}
+
+child::~child() {
+  if (!exited_) {
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 200; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        break;
+      }
+      usleep(10'000);
+    }
+    if (!exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  close(out_);
+}
+
+std::string child::wait_for_line(std::string_view needle, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    for (auto nl = pending_.find('\n'); nl != std::string::npos; nl = pending_.find('\n')) {
+      std::string line = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      if (line.find(needle) != std::string::npos) return line;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      throw std::runtime_error("no line with '" + std::string(needle) + "'; output: " + seen_);
+    }
+    pollfd p{out_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(out_, buf, sizeof buf);
+    if (n <= 0) throw std::runtime_error("process ended; output: " + seen_);
+    pending_.append(buf, static_cast<std::size_t>(n));
+    seen_.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+void child::signal(int sig) const {
+  kill(pid_, sig);
+}
+
+int child::wait() {
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  exited_ = true;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string built(std::string_view name) {
+  return std::string(TOLLGATE_BINARY_DIR) + "/" + std::string(name);
+}
+
+std::string response::header(const std::string& lower_name) const {
+  const auto it = headers.find(lower_name);
+  return it == headers.end() ? std::string() : it->second;
+}
+
+std::vector<response> exchange(std::uint16_t port, const std::string& raw, std::size_t count,
+                               const std::string& source) {
+  asio::io_context io;
+  tcp::socket socket(io);
+  socket.open(tcp::v4());
+  socket.bind(tcp::endpoint(asio::ip::make_address(source), 0));
+  socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  asio::write(socket, asio::buffer(raw));
+  beast::flat_buffer buffer;
+  std::vector<response> out;
+  for (std::size_t i = 0; i < count; ++i) {
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(256u << 20);
+    beast::error_code ec;
+    http::read(socket, buffer, parser, ec);
+    if (ec) throw std::runtime_error("reading response " + std::to_string(i) + ": " + ec.message());
+    response r;
+    r.status = static_cast<int>(parser.get().result_int());
+    for (const auto& f : parser.get()) {
+      std::string name(f.name_string());
+      for (auto& c : name)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      auto& v = r.headers[name];
+      v += (v.empty() ? "" : ", ") + std::string(f.value());
+    }
+    r.body = parser.get().body();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+response request(std::uint16_t port, const std::string& raw, const std::string& source) {
+  return exchange(port, raw, 1, source).front();
+}
+
+std::string get(const std::string& target, const std::string& extra) {
+  return "GET " + target + " HTTP/1.1\r\nHost: test\r\n" + extra + "\r\n";
+}
+
+namespace {
+std::uint16_t port_after(const std::string& line, std::string_view marker) {
+  const auto at = line.rfind(':');
+  if (line.find(marker) == std::string::npos || at == std::string::npos) {
+    throw std::runtime_error("no port in: " + line);
+  }
+  return static_cast<std::uint16_t>(std::stoi(line.substr(at + 1)));
+}
+}  // namespace
+
+echo_server::echo_server() : process({built("tollgate-echo"), "--port", "0"}) {
+  port = port_after(process.wait_for_line("listening on"), "listening on");
+}
+
+std::uint64_t echo_server::requests() {
+  const auto r = request(port, get("/_echo/stats"));
+  const auto colon = r.body.find(':');
+  return std::stoull(r.body.substr(colon + 1));
+}
+
+gateway::gateway(const std::string& gateway_yaml, const std::string& policy_yaml,
+                 std::uint16_t echo_port)
+    : echo(echo_port) {
+  static std::atomic<int> counter{0};
+  dir = std::filesystem::temp_directory_path() /
+        ("tollgate-it-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::create_directories(dir);
+  write(gateway_yaml, policy_yaml);
+  process = std::make_unique<child>(
+      std::vector<std::string>{built("tollgate"), "--config", (dir / "gateway.yaml").string()});
+  port = port_after(process->wait_for_line("listening on public"), "listening on public");
+}
+
+gateway::~gateway() {
+  process.reset();
+  std::filesystem::remove_all(dir);
+}
+
+void gateway::write(const std::string& gateway_yaml, const std::string& policy_yaml) {
+  std::string g = gateway_yaml;
+  auto replace = [&](const std::string& from, const std::string& to) {
+    for (auto at = g.find(from); at != std::string::npos; at = g.find(from, at + to.size())) {
+      g.replace(at, from.size(), to);
+    }
+  };
+  replace("{policy}", (dir / "policy.yaml").string());
+  replace("{echo}", "127.0.0.1:" + std::to_string(echo));
+  std::ofstream(dir / "policy.yaml") << policy_yaml;
+  std::ofstream(dir / "gateway.yaml") << g;
+}
+
+std::string gateway::reload(const std::string& gateway_yaml, const std::string& policy_yaml) {
+  write(gateway_yaml, policy_yaml);
+  process->signal(SIGHUP);
+  return process->wait_for_line("reload");
+}
+
+std::string fnv1a64_hex(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s)
+    h = (h ^ c) * 0x100000001b3ULL;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace tollgate::test

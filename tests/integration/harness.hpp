@@ -1,0 +1,97 @@
+#pragma once
+// Integration test support: real processes on loopback ports, and a real HTTP client.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tollgate::test {
+
+/// A child process whose standard output can be read line by line. Stopped with SIGTERM (then
+/// SIGKILL) when destroyed.
+class child {
+ public:
+  explicit child(std::vector<std::string> argv);
+  ~child();
+  child(const child&) = delete;
+  child& operator=(const child&) = delete;
+
+  /// Reads output until a line contains `needle` and returns that line; throws on timeout or
+  /// when the process exits first.
+  std::string wait_for_line(std::string_view needle,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  /// Sends `sig`.
+  void signal(int sig) const;
+  /// Waits for the exit and returns the exit status (128 + signal when killed).
+  int wait();
+  /// Everything read from its output so far.
+  const std::string& output() const { return seen_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::string pending_;
+  std::string seen_;
+  bool exited_ = false;
+};
+
+/// Path of a program built by this project (build/tollgate, build/tollgate-echo).
+std::string built(std::string_view name);
+
+/// An HTTP response as received.
+struct response {
+  int status = 0;
+  std::map<std::string, std::string> headers;  ///< names in lower case; repeats joined ", "
+  std::string body;
+  /// The header's value, or "" when absent.
+  std::string header(const std::string& lower_name) const;
+};
+
+/// Sends `raw` (one or more requests) over one new connection from `source` to 127.0.0.1:port
+/// and reads `count` responses.
+std::vector<response> exchange(std::uint16_t port, const std::string& raw, std::size_t count = 1,
+                               const std::string& source = "127.0.0.1");
+
+/// One request over a new connection.
+response request(std::uint16_t port, const std::string& raw,
+                 const std::string& source = "127.0.0.1");
+
+/// A GET request for `target` with extra header lines (each ending in \r\n).
+std::string get(const std::string& target, const std::string& extra = "");
+
+/// A running tollgate-echo.
+struct echo_server {
+  echo_server();
+  child process;
+  std::uint16_t port = 0;
+  /// Requests it has answered (not counting this question).
+  std::uint64_t requests();
+};
+
+/// A running tollgate with a gateway file and a policy file written for the test.
+struct gateway {
+  /// `gateway_yaml` may say {policy} (path of the policy file) and {echo} (host:port).
+  gateway(const std::string& gateway_yaml, const std::string& policy_yaml, std::uint16_t echo_port);
+  ~gateway();
+  /// Rewrites the gateway and policy files (same placeholders) and sends SIGHUP; waits for the
+  /// log line that says how the reload went and returns it.
+  std::string reload(const std::string& gateway_yaml, const std::string& policy_yaml);
+  std::filesystem::path dir;
+  std::uint16_t echo = 0;
+  std::unique_ptr<child> process;
+  std::uint16_t port = 0;
+
+ private:
+  void write(const std::string& gateway_yaml, const std::string& policy_yaml);
+};
+
+/// FNV-1a 64 as lower-case hex (what tollgate-echo reports of a body).
+std::string fnv1a64_hex(std::string_view s);
+
+}  // namespace tollgate::test
