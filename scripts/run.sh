@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set-up, build, and start Tollgate with config/gateway.yaml in front of the demo upstream
+# (build/tollgate-echo on 127.0.0.1:9000). Works on a fresh Debian 12 as root. Ctrl-C stops both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+install_deps
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${TOLLGATE_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+cmake --build build -j "$(nproc)" --target tollgate tollgate-echo
+
+build/tollgate --check-config config/gateway.yaml
+build/tollgate-echo --address 127.0.0.1 --port 9000 --threads 2 &
+echo_pid=$!
+trap 'kill "$echo_pid" 2>/dev/null || true' EXIT
+
+cat <<'MSG'
+
+Tollgate is starting on port 8080 (admin 127.0.0.1:9090 comes with a later release). Try:
+  curl -i localhost:8080/api/profiles/x                       # general: 20/s, burst 50
+  for i in $(seq 7); do curl -s -o /dev/null -w '%{http_code} ' -X POST localhost:8080/api/auth/login; done
+                                                              # auth: burst 5, then 429
+MSG
+build/tollgate --config config/gateway.yaml
