@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Tollgate against nginx, in one run on one machine (issue: the gateway at nginx speed).
+#
+#   bash bench/gateway.sh [SECONDS] [CONNECTIONS]     (defaults: 10 s, 64 connections)
+#
+# wrk (2 threads) drives, in turn: the upstream directly; nginx as a keep-alive reverse proxy
+# with two limit_req zones keyed per address; Tollgate with 2 levels x 2 tiers per request
+# (limits high enough that nothing is rejected); and the rejection path of both (one address
+# far past its limit). nginx's worker_processes equals Tollgate's workers. Prints requests/s
+# and p50/p99 latency for each and the Tollgate/nginx ratios.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration="${1:-10}"
+connections="${2:-64}"
+workers="${TOLLGATE_BENCH_WORKERS:-2}"
+
+source scripts/deps.sh
+tollgate_packages+=(wrk nginx-light)
+install_deps >&2
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build --target tollgate tollgate-echo >/dev/null
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+  awk 'BEGIN{srand(); print 20000 + int(rand()*20000)}'; }
+wait_port() { for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; return 1; }
+
+up=$(free_port); ng=$(free_port); ng_limited=$(free_port); tg=$(free_port); tg_limited=$(free_port)
+build/tollgate-echo --port "$up" --threads 2 >/dev/null & pids+=($!)
+wait_port "$up"
+
+# nginx: two limit_req zones per address, keep-alive to the upstream, no logging.
+nginx_conf() { # port rate
+  cat <<NGINX
+worker_processes $workers;
+pid $work/nginx-$1.pid;
+error_log $work/nginx-$1.err warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  limit_req_zone \$binary_remote_addr zone=individual:16m rate=$2;
+  limit_req_zone \$binary_remote_addr zone=network:16m rate=$2;
+  limit_req_status 429;
+  upstream app { server 127.0.0.1:$up; keepalive 64; }
+  server {
+    listen 127.0.0.1:$1 reuseport;
+    location / {
+      limit_req zone=individual burst=50 nodelay;
+      limit_req zone=network burst=250 nodelay;
+      proxy_pass http://app;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Real-IP \$remote_addr;
+    }
+  }
+}
+NGINX
+}
+nginx_conf "$ng" "100000000r/s" > "$work/nginx.conf"
+nginx_conf "$ng_limited" "1r/m" > "$work/nginx-limited.conf"
+for c in nginx nginx-limited; do
+  nginx -p "$work" -c "$work/$c.conf" -g 'daemon off;' & pids+=($!)
+done
+
+# Tollgate: the same two-level shape, 2 tiers each.
+tollgate_conf() { # port policy
+  cat <<YAML
+listeners: [{ name: public, address: 127.0.0.1, port: $1 }]
+admin: { address: 127.0.0.1, port: 0 }
+workers: $workers
+upstreams: { app: { endpoints: ["127.0.0.1:$up"], max_idle_connections: 64 } }
+default_route: { category: general, upstream: app }
+policies: [$2]
+logging: { level: warn }
+YAML
+}
+cat > "$work/open.yaml" <<YAML
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1000000000/s, burst: 1000000 }, long: { rate: 1000000000/h, burst: 1000000 } }
+      ipv4_network:    { short: { rate: 1000000000/s, burst: 1000000 }, long: { rate: 1000000000/h, burst: 1000000 } }
+YAML
+cat > "$work/limited.yaml" <<YAML
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1/h, burst: 50 }, long: { rate: 1/h, burst: 500 } }
+      ipv4_network:    { short: { rate: 1/h, burst: 250 }, long: { rate: 1/h, burst: 5000 } }
+YAML
+tollgate_conf "$tg" "$work/open.yaml" > "$work/tollgate.yaml"
+tollgate_conf "$tg_limited" "$work/limited.yaml" > "$work/tollgate-limited.yaml"
+for c in tollgate tollgate-limited; do
+  build/tollgate --config "$work/$c.yaml" >"$work/$c.log" 2>&1 & pids+=($!)
+done
+for p in "$ng" "$ng_limited" "$tg" "$tg_limited"; do wait_port "$p"; done
+
+# wrk's summary -> "rps p50 p99" (latencies in ms).
+measure() {
+  wrk -t2 -c"$connections" -d"${duration}s" --latency "http://127.0.0.1:$1/api/profiles/x" 2>&1 |
+    awk 'function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+         /^ +50%/ { p50 = ms($2) } /^ +99%/ { p99 = ms($2) } /^Requests\/sec/ { rps = $2 }
+         /Non-2xx/ { non2xx = $NF }
+         END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, (non2xx == "" ? 0 : non2xx) }'
+}
+# Warm every path (pools, caches), then measure.
+for p in "$up" "$ng" "$tg"; do wrk -t1 -c8 -d1s "http://127.0.0.1:$p/" >/dev/null 2>&1 || true; done
+
+declare -A result
+for round in 1 2; do
+  for target in upstream nginx tollgate nginx_429 tollgate_429; do
+    case $target in
+      upstream) port=$up ;; nginx) port=$ng ;; tollgate) port=$tg ;;
+      nginx_429) port=$ng_limited ;; tollgate_429) port=$tg_limited ;;
+    esac
+    result[$target.$round]=$(measure "$port")
+  done
+done
+
+echo
+echo "== gateway benchmark: wrk -t2 -c$connections -d${duration}s, $workers workers each, $(nproc) cores, $(date -u +%F)"
+printf '%-34s %12s %10s %10s %10s\n' "" "requests/s" "p50 ms" "p99 ms" "non-2xx"
+for target in upstream nginx tollgate nginx_429 tollgate_429; do
+  for round in 1 2; do
+    read -r rps p50 p99 bad <<<"${result[$target.$round]}"
+    printf '%-34s %12s %10s %10s %10s\n' "$target (round $round)" "$rps" "$p50" "$p99" "$bad"
+  done
+done
+best() { for r in 1 2; do echo "${result[$1.$r]}"; done | sort -n | tail -1; }
+read -r n_rps n_p50 n_p99 _ <<<"$(best nginx)"
+read -r t_rps t_p50 t_p99 _ <<<"$(best tollgate)"
+read -r t429_rps _ _ _ <<<"$(best tollgate_429)"
+read -r n429_rps _ _ _ <<<"$(best nginx_429)"
+echo
+awk -v a="$t_rps" -v b="$n_rps" 'BEGIN { printf "throughput Tollgate / nginx (best rounds):  %.2fx\n", a / b }'
+awk -v a="$t_p99" -v b="$n_p99" 'BEGIN { printf "p99 latency Tollgate / nginx:              %.2fx\n", a / b }'
+awk -v a="$t429_rps" -v b="$t_rps" 'BEGIN { printf "Tollgate 429 rate / proxied rate:          %.2fx\n", a / b }'
+awk -v a="$t429_rps" -v b="$n429_rps" 'BEGIN { printf "429 rate Tollgate / nginx:                 %.2fx\n", a / b }'
