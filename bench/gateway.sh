@@ -34,7 +34,7 @@ build/tollgate-echo --port "$up" --threads 2 >/dev/null & pids+=($!)
 wait_port "$up"
 
 # nginx: two limit_req zones per address, keep-alive to the upstream, no logging.
-nginx_conf() { # port rate
+nginx_conf() { # port rate burst-individual burst-network
   cat <<NGINX
 worker_processes $workers;
 pid $work/nginx-$1.pid;
@@ -49,8 +49,8 @@ http {
   server {
     listen 127.0.0.1:$1 reuseport;
     location / {
-      limit_req zone=individual burst=50 nodelay;
-      limit_req zone=network burst=250 nodelay;
+      limit_req zone=individual burst=$3 nodelay;
+      limit_req zone=network burst=$4 nodelay;
       proxy_pass http://app;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
@@ -61,8 +61,9 @@ http {
 }
 NGINX
 }
-nginx_conf "$ng" "100000000r/s" > "$work/nginx.conf"
-nginx_conf "$ng_limited" "1r/m" > "$work/nginx-limited.conf"
+# Open: nginx counts in whole milliseconds, so a large burst keeps same-millisecond requests in.
+nginx_conf "$ng" "1000000r/s" 1000000 1000000 > "$work/nginx.conf"
+nginx_conf "$ng_limited" "1r/m" 50 250 > "$work/nginx-limited.conf"
 for c in nginx nginx-limited; do
   nginx -p "$work" -c "$work/$c.conf" -g 'daemon off;' & pids+=($!)
 done
@@ -83,8 +84,9 @@ cat > "$work/open.yaml" <<YAML
 categories:
   general:
     limits:
-      ipv4_individual: { short: { rate: 1000000000/s, burst: 1000000 }, long: { rate: 1000000000/h, burst: 1000000 } }
-      ipv4_network:    { short: { rate: 1000000000/s, burst: 1000000 }, long: { rate: 1000000000/h, burst: 1000000 } }
+      # 1M/s with a burst of 1M: a tolerance of one second, like nginx's open zones above.
+      ipv4_individual: { short: { rate: 1000000/s, burst: 1000000 }, long: { rate: 1000000000/h, burst: 1000000 } }
+      ipv4_network:    { short: { rate: 1000000/s, burst: 1000000 }, long: { rate: 1000000000/h, burst: 1000000 } }
 YAML
 cat > "$work/limited.yaml" <<YAML
 categories:

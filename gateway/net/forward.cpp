@@ -6,8 +6,9 @@ namespace tollgate::net {
 
 namespace {
 
-/// Relays the body `parser` is reading from `in` to `out` through `serializer`, one buffer at
-/// a time (the relay of Beast's documentation, awaited). The header is already written.
+/// Relays the message `parser` is reading from `in` to `out` through `serializer`, one buffer
+/// at a time (the relay of Beast's documentation, awaited). The head, already parsed and
+/// edited, is written with the first buffer.
 template <bool isRequest>
 asio::awaitable<error_code> relay_body(beast::tcp_stream& in, beast::flat_buffer& in_buffer,
                                        http::parser<isRequest, http::buffer_body>& parser,
@@ -29,8 +30,11 @@ asio::awaitable<error_code> relay_body(beast::tcp_stream& in, beast::flat_buffer
       body.data = chunk.data();
       body.more = !parser.is_done();
     } else {
+      // Nothing (more) to read: say so, or the serializer would wait for body data and hold
+      // back even the head.
       body.data = nullptr;
       body.size = 0;
+      body.more = false;
     }
     out.expires_after(write_timeout);
     auto [ec, n] = co_await http::async_write(out, serializer, use_tuple);
@@ -133,26 +137,23 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, beast::tcp_st
                                      r.keep_alive && replayable, body_timeout);
     }
     http::request_serializer<http::buffer_body> sr{req};
-    conn->stream.expires_after(response_timeout);
-    auto [wec, wn] = co_await http::async_write_header(conn->stream, sr, use_tuple);
-    error_code ec = wec;
-    if (!ec) {
-      if (expects_continue && !parser.is_done()) {
-        static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
-        client.expires_after(body_timeout);
-        auto [cec, cn] = co_await asio::async_write(
-            client, asio::buffer(continue_line.data(), continue_line.size()), use_tuple);
-        if (cec) co_return false;
-      }
-      ec = co_await relay_body<true>(client, client_buffer, parser, conn->stream, sr, sc.body,
-                                     body_timeout, response_timeout);
-      if (ec == http::error::body_limit) {
-        // The upstream saw a truncated body; that connection is beyond saving.
-        std::string body = problem_body(413, "Content Too Large", "request body too large");
-        co_await write_local(client, r.version, http::status::payload_too_large, std::move(body),
-                             &sc.fields, false, body_timeout);
-        co_return false;
-      }
+    if (expects_continue && !parser.is_done()) {
+      static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
+      client.expires_after(body_timeout);
+      auto [cec, cn] = co_await asio::async_write(
+          client, asio::buffer(continue_line.data(), continue_line.size()), use_tuple);
+      if (cec) co_return false;
+    }
+    // No separate head write: the serializer sends the head with the first piece of the body,
+    // one system call where there would be two.
+    error_code ec = co_await relay_body<true>(client, client_buffer, parser, conn->stream, sr,
+                                              sc.body, body_timeout, response_timeout);
+    if (ec == http::error::body_limit) {
+      // The upstream saw a truncated body; that connection is beyond saving.
+      std::string body = problem_body(413, "Content Too Large", "request body too large");
+      co_await write_local(client, r.version, http::status::payload_too_large, std::move(body),
+                           &sc.fields, false, body_timeout);
+      co_return false;
     }
     if (!ec) {
       rp.emplace();
@@ -179,9 +180,7 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, beast::tcp_st
   auto& res = rp->get();
   const bool keep = prepare_client_head(res, *rp, r, head_request, sc.fields);
   http::response_serializer<http::buffer_body> rs{res};
-  client.expires_after(body_timeout);
-  auto [hec, hn] = co_await http::async_write_header(client, rs, use_tuple);
-  if (hec) co_return false;
+  // The head goes out with the first piece of the body (see above).
   const error_code ec = co_await relay_body<false>(conn->stream, conn->buffer, *rp, client, rs,
                                                    sc.body, response_timeout, body_timeout);
   // Mid-body failures cannot be reported any more: the head is gone. Close.
