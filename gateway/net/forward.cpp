@@ -14,15 +14,31 @@ asio::awaitable<error_code> relay_body(beast::tcp_stream& in, beast::flat_buffer
                                        http::parser<isRequest, http::buffer_body>& parser,
                                        beast::tcp_stream& out,
                                        http::serializer<isRequest, http::buffer_body>& serializer,
-                                       std::array<char, 16 * 1024>& chunk,
+                                       std::array<char, 16 * 1024>& chunk, deadline_watch& watch,
+                                       upstream_connection& upstream,
                                        std::chrono::nanoseconds read_timeout,
                                        std::chrono::nanoseconds write_timeout) {
+  // A request flows client -> upstream, a response upstream -> client.
+  auto reading = [&] {
+    if (isRequest) {
+      watch.client_for(read_timeout);
+    } else {
+      watch.upstream_for(&upstream, read_timeout);
+    }
+  };
+  auto writing = [&] {
+    if (isRequest) {
+      watch.upstream_for(&upstream, write_timeout);
+    } else {
+      watch.client_for(write_timeout);
+    }
+  };
   auto& body = parser.get().body();
   do {
     if (!parser.is_done()) {
       body.data = chunk.data();
       body.size = chunk.size();
-      in.expires_after(read_timeout);
+      reading();
       auto [ec, n] = co_await http::async_read(in, in_buffer, parser, use_tuple);
       // need_buffer: the chunk is full, which is what we asked for.
       if (ec && ec != http::error::need_buffer) co_return ec;
@@ -36,7 +52,7 @@ asio::awaitable<error_code> relay_body(beast::tcp_stream& in, beast::flat_buffer
       body.size = 0;
       body.more = false;
     }
-    out.expires_after(write_timeout);
+    writing();
     auto [ec, n] = co_await http::async_write(out, serializer, use_tuple);
     if (ec && ec != http::error::need_buffer) co_return ec;
   } while (!parser.is_done() && !serializer.is_done());
@@ -61,14 +77,20 @@ void prepare_upstream_head(http::request<http::buffer_body>& req,
     sc.forwarded_for += sv(f->value());
   }
   if (!sc.forwarded_for.empty()) sc.forwarded_for += ", ";
-  sc.forwarded_for += r.peer.to_string();
+  sc.forwarded_for += sc.peer_text;
 
   strip_hop_by_hop(req.base());
   // The gateway answers "Expect: 100-continue" itself once the request is admitted.
   req.erase(http::field::expect);
   req.set("X-Forwarded-For", sc.forwarded_for);
   req.set("X-Forwarded-Proto", r.tls ? "https" : "http");
-  req.set("X-Real-IP", r.client.to_string());
+  // Usually the peer itself: its text was made once for the connection.
+  if (r.client == r.peer) {
+    req.set("X-Real-IP", sc.peer_text);
+  } else {
+    sc.client_text = r.client.to_string();
+    req.set("X-Real-IP", sc.client_text);
+  }
   req.version(11);
   req.keep_alive(true);
   // Framing is set anew: chunked in, chunked out; a length stays a length.
@@ -104,10 +126,17 @@ bool prepare_client_head(http::response<http::buffer_body>& res,
 
 }  // namespace
 
-asio::awaitable<bool> forward(worker& w, const forward_request& r, beast::tcp_stream& client,
+asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
                               beast::flat_buffer& client_buffer,
                               http::request_parser<http::buffer_body>& parser,
                               connection_scratch& sc) {
+  beast::tcp_stream& client = watch.client;
+  // Whatever way this returns, the upstream connection is pooled or gone: the watchdog must
+  // not hold on to it.
+  struct forget_upstream {
+    deadline_watch& w;
+    ~forget_upstream() { w.drop_upstream(); }
+  } const forget{watch};
   const auto& limits = r.snap.config.limits;
   const auto& upstream_cfg = r.snap.config.upstreams[r.route.upstream];
   const auto response_timeout = duration_of(upstream_cfg.response_timeout);
@@ -124,7 +153,7 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, beast::tcp_st
   std::optional<http::response_parser<http::buffer_body>> rp;  // parsers cannot be reassigned
   for (int attempt = 0;; ++attempt) {
     connect_failure why;
-    conn = co_await w.pool.acquire(r.snap, r.route.upstream, why);
+    conn = co_await w.pool.acquire(r.snap, r.route.upstream, watch, why);
     if (!conn) {
       const bool timeout = why == connect_failure::timeout;
       // Built before the co_await: GCC 12 destroys temporaries of a conditional expression
@@ -133,25 +162,26 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, beast::tcp_st
           timeout, upstream_cfg.name,
           timeout ? "did not accept a connection in time" : "refused the connection");
       const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
-      co_return co_await write_local(client, r.version, status, std::move(body), &sc.fields,
+      co_return co_await write_local(watch, r.version, status, std::move(body), &sc.fields,
                                      r.keep_alive && replayable, body_timeout);
     }
     http::request_serializer<http::buffer_body> sr{req};
     if (expects_continue && !parser.is_done()) {
       static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
-      client.expires_after(body_timeout);
+      watch.client_for(body_timeout);
       auto [cec, cn] = co_await asio::async_write(
           client, asio::buffer(continue_line.data(), continue_line.size()), use_tuple);
       if (cec) co_return false;
     }
     // No separate head write: the serializer sends the head with the first piece of the body,
     // one system call where there would be two.
-    error_code ec = co_await relay_body<true>(client, client_buffer, parser, conn->stream, sr,
-                                              sc.body, body_timeout, response_timeout);
+    error_code ec =
+        co_await relay_body<true>(client, client_buffer, parser, conn->stream, sr, sc.body, watch,
+                                  *conn, body_timeout, response_timeout);
     if (ec == http::error::body_limit) {
       // The upstream saw a truncated body; that connection is beyond saving.
       std::string body = problem_body(413, "Content Too Large", "request body too large");
-      co_await write_local(client, r.version, http::status::payload_too_large, std::move(body),
+      co_await write_local(watch, r.version, http::status::payload_too_large, std::move(body),
                            &sc.fields, false, body_timeout);
       co_return false;
     }
@@ -160,20 +190,20 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, beast::tcp_st
       rp->body_limit(boost::none);  // responses are streamed, never held
       rp->header_limit(64 * 1024);
       if (head_request) rp->skip(true);
-      conn->stream.expires_after(response_timeout);
+      watch.upstream_for(conn.get(), response_timeout);
       auto [rec, rn] = co_await http::async_read_header(conn->stream, conn->buffer, *rp, use_tuple);
       ec = rec;
     }
     if (!ec) break;
-    if (conn->reused && replayable && attempt == 0 && ec != beast::error::timeout) {
+    if (conn->reused && replayable && attempt == 0 && !watch.upstream_timed_out) {
       continue;  // a stale pooled connection: once more on a fresh one
     }
     w.pool.failed(r.snap, conn->upstream, conn->endpoint);
-    const bool timeout = ec == beast::error::timeout;
+    const bool timeout = watch.upstream_timed_out;  // the watchdog closed it
     std::string body = upstream_problem(
         timeout, upstream_cfg.name, timeout ? "did not answer in time" : "failed: " + ec.message());
     const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
-    co_return co_await write_local(client, r.version, status, std::move(body), &sc.fields,
+    co_return co_await write_local(watch, r.version, status, std::move(body), &sc.fields,
                                    r.keep_alive && parser.is_done(), body_timeout);
   }
 
@@ -181,8 +211,9 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, beast::tcp_st
   const bool keep = prepare_client_head(res, *rp, r, head_request, sc.fields);
   http::response_serializer<http::buffer_body> rs{res};
   // The head goes out with the first piece of the body (see above).
-  const error_code ec = co_await relay_body<false>(conn->stream, conn->buffer, *rp, client, rs,
-                                                   sc.body, response_timeout, body_timeout);
+  const error_code ec =
+      co_await relay_body<false>(conn->stream, conn->buffer, *rp, client, rs, sc.body, watch, *conn,
+                                 response_timeout, body_timeout);
   // Mid-body failures cannot be reported any more: the head is gone. Close.
   if (ec) co_return false;
   if (rp->keep_alive()) w.pool.release(r.snap, std::move(conn));

@@ -57,7 +57,7 @@ void strip_hop_by_hop(http::fields& f) {
   f.erase(http::field::upgrade);
 }
 
-asio::awaitable<bool> write_local(beast::tcp_stream& s, unsigned version, http::status status,
+asio::awaitable<bool> write_local(deadline_watch& watch, unsigned version, http::status status,
                                   std::string body, const policy::rate_limit_fields* rate_limit,
                                   bool keep_alive, std::chrono::nanoseconds timeout) {
   http::response<http::string_body> res{status, version < 11 ? 10u : 11u};
@@ -67,8 +67,8 @@ asio::awaitable<bool> write_local(beast::tcp_stream& s, unsigned version, http::
   res.body() = std::move(body);
   res.keep_alive(keep_alive);
   res.prepare_payload();
-  s.expires_after(timeout);
-  auto [ec, n] = co_await http::async_write(s, res, use_tuple);
+  watch.client_for(timeout);
+  auto [ec, n] = co_await http::async_write(watch.client, res, use_tuple);
   co_return !ec && keep_alive;
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "gateway/net/asio.hpp"
+#include "gateway/net/deadline.hpp"
 #include "gateway/policy/verdict.hpp"
 
 namespace tollgate::net {
@@ -18,6 +19,8 @@ struct connection_scratch {
   std::string path;                  ///< normalised path of the current request
   policy::rate_limit_fields fields;  ///< its rate-limit header values
   std::string forwarded_for;         ///< X-Forwarded-For to send upstream
+  std::string peer_text;             ///< the socket peer as text, made once per connection
+  std::string client_text;           ///< X-Real-IP of the current request when not the peer
   std::array<char, 16 * 1024> body;  ///< one chunk of a body being relayed
 };
 
@@ -43,7 +46,7 @@ void set_rate_limit_fields(http::fields& f, const policy::rate_limit_fields& r);
 void strip_hop_by_hop(http::fields& f);
 
 /// Writes a response made by the gateway itself. Returns whether the connection stays open.
-asio::awaitable<bool> write_local(beast::tcp_stream& s, unsigned version, http::status status,
+asio::awaitable<bool> write_local(deadline_watch& watch, unsigned version, http::status status,
                                   std::string body, const policy::rate_limit_fields* rate_limit,
                                   bool keep_alive, std::chrono::nanoseconds timeout);
 

@@ -1,6 +1,9 @@
 #include <array>
 #include <span>
 
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include "gateway/net/deadline.hpp"
 #include "gateway/net/forward.hpp"
 #include "gateway/net/http_helpers.hpp"
 #include "gateway/net/worker.hpp"
@@ -35,11 +38,11 @@ bool is_ending(const error_code& ec) noexcept {
 
 /// Waits for the first byte of the next request within `idle`, so that the header timeout
 /// bounds the head itself, not the pause between requests. False when the connection ended.
-asio::awaitable<bool> await_request(beast::tcp_stream& client, beast::flat_buffer& buffer,
+asio::awaitable<bool> await_request(deadline_watch& watch, beast::flat_buffer& buffer,
                                     std::chrono::nanoseconds idle) {
   if (buffer.size() > 0) co_return true;  // pipelined: the next request is already here
-  client.expires_after(idle);
-  auto [ec, n] = co_await client.async_read_some(buffer.prepare(4096), use_tuple);
+  watch.client_for(idle);
+  auto [ec, n] = co_await watch.client.async_read_some(buffer.prepare(4096), use_tuple);
   if (ec) co_return false;
   buffer.commit(n);
   co_return true;
@@ -57,31 +60,27 @@ struct in_flight_count {
   std::atomic<std::uint64_t>& count;
 };
 
-}  // namespace
-
-asio::awaitable<void> run_session(worker& w, tcp::socket socket, const listener_info& l) {
+/// The request loop of one connection; `watch` bounds every phase.
+asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::address& peer,
+                            const listener_info& l) {
+  beast::tcp_stream& client = watch.client;
   error_code ec;
-  const auto peer_endpoint = socket.remote_endpoint(ec);
-  if (ec) co_return;  // the client left before we looked
-  socket.set_option(tcp::no_delay(true), ec);
-  const core::address peer = to_address(peer_endpoint);
-  beast::tcp_stream client(std::move(socket));
   beast::flat_buffer buffer;
   auto sc = std::make_unique<connection_scratch>();
+  sc->peer_text = peer.to_string();
 
   for (bool first = true;; first = false) {
     // The snapshot in force when this request starts serves the whole request.
     const std::shared_ptr<const snapshot> snap = w.current;
     const auto& limits = snap->config.limits;
     if (!co_await await_request(
-            client, buffer,
-            duration_of(first ? limits.header_timeout : limits.keepalive_timeout))) {
+            watch, buffer, duration_of(first ? limits.header_timeout : limits.keepalive_timeout))) {
       co_return;
     }
     http::request_parser<http::buffer_body> parser;  // a fresh parser per message
     parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
     parser.body_limit(limits.max_request_body);
-    client.expires_after(duration_of(limits.header_timeout));
+    watch.client_for(duration_of(limits.header_timeout));
     auto [rec, rn] = co_await http::async_read_header(client, buffer, parser, use_tuple);
     if (rec) {
       if (is_ending(rec)) co_return;
@@ -98,7 +97,7 @@ asio::awaitable<void> run_session(worker& w, tcp::socket socket, const listener_
       } else {
         body = problem_body(400, "Bad Request", "malformed request: " + rec.message());
       }
-      co_await write_local(client, 11, status, std::move(body), nullptr, false,
+      co_await write_local(watch, 11, status, std::move(body), nullptr, false,
                            duration_of(limits.body_timeout));
       co_return;
     }
@@ -108,7 +107,7 @@ asio::awaitable<void> run_session(worker& w, tcp::socket socket, const listener_
     const unsigned version = req.version();
     if (!policy::normalize_path(sv(req.target()), sc->path)) {
       std::string body = problem_body(400, "Bad Request", "malformed request target");
-      co_await write_local(client, version, http::status::bad_request, std::move(body), nullptr,
+      co_await write_local(watch, version, http::status::bad_request, std::move(body), nullptr,
                            false, duration_of(limits.body_timeout));
       co_return;
     }
@@ -143,18 +142,34 @@ asio::awaitable<void> run_session(worker& w, tcp::socket socket, const listener_
     bool stay = false;
     if (!d.admitted) {
       // The body, if any, is not read: close afterwards rather than parse what we refuse.
-      stay = co_await write_local(client, version, http::status::too_many_requests, sc->fields.body,
+      stay = co_await write_local(watch, version, http::status::too_many_requests, sc->fields.body,
                                   &sc->fields, keep_alive && parser.is_done(),
                                   duration_of(limits.body_timeout));
     } else {
       const forward_request fr{*snap, route, peer, client_addr, l.tls, keep_alive, version};
-      stay = co_await forward(w, fr, client, buffer, parser, *sc);
+      stay = co_await forward(w, fr, watch, buffer, parser, *sc);
     }
     if (!stay) {
       client.socket().shutdown(tcp::socket::shutdown_send, ec);
       co_return;
     }
   }
+}
+
+}  // namespace
+
+asio::awaitable<void> run_session(worker& w, tcp::socket socket, const listener_info& l) {
+  using namespace asio::experimental::awaitable_operators;
+  error_code ec;
+  const auto peer_endpoint = socket.remote_endpoint(ec);
+  if (ec) co_return;  // the client left before we looked
+  socket.set_option(tcp::no_delay(true), ec);
+  const core::address peer = to_address(peer_endpoint);
+  beast::tcp_stream client(std::move(socket));
+  deadline_watch watch(client);
+  // Whichever ends first ends the other: the session cancels the watchdog; the watchdog, on
+  // a client timeout, closes the socket under the session's pending operation.
+  co_await (serve(w, watch, peer, l) || watch_deadline(watch));
 }
 
 }  // namespace tollgate::net

@@ -37,6 +37,7 @@ std::size_t upstream_pool::pick(const snapshot& s, std::size_t u) {
 
 asio::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot& s,
                                                                              std::size_t u,
+                                                                             deadline_watch& watch,
                                                                              connect_failure& why) {
   why = connect_failure::none;
   const auto& cfg = s.config.upstreams[u];
@@ -55,10 +56,11 @@ asio::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(con
   auto c = std::make_unique<upstream_connection>(executor_);
   c->upstream = u;
   c->endpoint = e;
-  c->stream.expires_after(as_duration(cfg.connect_timeout));
+  watch.upstream_for(c.get(), as_duration(cfg.connect_timeout));
   auto [ec] = co_await c->stream.async_connect(s.upstream_endpoints[u][e], use_tuple);
   if (ec) {
-    why = ec == beast::error::timeout ? connect_failure::timeout : connect_failure::refused;
+    why = watch.upstream_timed_out ? connect_failure::timeout : connect_failure::refused;
+    watch.drop_upstream();  // `c` is destroyed on return
     failed(s, u, e);
     co_return nullptr;
   }
@@ -72,7 +74,6 @@ void upstream_pool::release(const snapshot& s, std::unique_ptr<upstream_connecti
   es.failures = 0;
   if (es.idle.size() >= s.config.upstreams[c->upstream].max_idle_connections) return;
   c->idle_since = clock::now();
-  c->stream.expires_never();
   es.idle.push_back(std::move(c));
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gateway/net/asio.hpp"
+#include "gateway/net/deadline.hpp"
 #include "gateway/net/snapshot.hpp"
 
 namespace tollgate::net {
@@ -36,6 +37,7 @@ class upstream_pool {
   /// An idle connection to the next endpoint of upstream `u`, or a new one. On failure returns
   /// nullptr and says why in `why`.
   asio::awaitable<std::unique_ptr<upstream_connection>> acquire(const snapshot& s, std::size_t u,
+                                                                deadline_watch& watch,
                                                                 connect_failure& why);
   /// Returns a connection after a complete exchange; kept if the pool has room.
   void release(const snapshot& s, std::unique_ptr<upstream_connection> c);

@@ -31,7 +31,9 @@ struct listener_info {
 /// Thread safety: everything but `io` is touched only from `io`'s thread.
 struct worker {
   explicit worker(shared_state& s) : shared(s) {}
-  asio::io_context io{1};                 ///< run by exactly one thread
+  /// Run by exactly one thread, and every socket and timer on it is used only from that
+  /// thread (other threads only post), so the reactor needs no locks.
+  asio::io_context io{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   upstream_pool pool{io.get_executor()};  ///< this worker's upstream connections
   shared_state& shared;                   ///< limiter, clock
   /// Open client connections of this worker. Atomic only so that stop() may read it from

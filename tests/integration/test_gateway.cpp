@@ -236,6 +236,7 @@ TEST_CASE("an unreachable upstream gives 502, a silent one 504, and the gateway 
   const auto start = std::chrono::steady_clock::now();
   r = request(f.gw.port, get("/slow?delay_ms=4000"));
   const auto took = std::chrono::steady_clock::now() - start;
+  INFO(r.body);
   CHECK(r.status == 504);
   CHECK(r.body.find(R"("status":504)") != std::string::npos);
   CHECK(took >= std::chrono::milliseconds(900));

@@ -1,0 +1,47 @@
+#pragma once
+/// One deadline per client connection, watched by one timer. Moving the deadline is a store,
+/// not a timer operation: the watchdog wakes at the old deadline, sees the new one and sleeps
+/// again. Per-operation timeouts (beast::tcp_stream::expires_after) would arm and cancel a
+/// timer for every read and write.
+
+#include <chrono>
+
+#include "gateway/net/asio.hpp"
+
+namespace tollgate::net {
+
+struct upstream_connection;
+
+/// The deadline of a connection's current phase and what to close when it passes.
+/// Thread safety: none needed; used on its connection's worker only.
+struct deadline_watch {
+  using clock = std::chrono::steady_clock;
+
+  explicit deadline_watch(beast::tcp_stream& c) : client(c) {}
+
+  /// The client has `d` to complete the current read or write.
+  void client_for(std::chrono::nanoseconds d) {
+    at = clock::now() + d;
+    upstream = nullptr;
+  }
+  /// Upstream connection `u` has `d` to connect, accept the request or answer; at the
+  /// deadline only `u` is closed and `upstream_timed_out` set (the client gets a 504).
+  void upstream_for(upstream_connection* u, std::chrono::nanoseconds d) {
+    at = clock::now() + d;
+    upstream = u;
+    upstream_timed_out = false;
+  }
+
+  /// The upstream connection of the current phase is going away: forget it.
+  void drop_upstream() { upstream = nullptr; }
+
+  beast::tcp_stream& client;                        ///< closed when a client phase times out
+  clock::time_point at = clock::time_point::max();  ///< current deadline
+  upstream_connection* upstream = nullptr;          ///< set during upstream phases
+  bool upstream_timed_out = false;                  ///< the last upstream phase ran out of time
+};
+
+/// Watches `w` until cancelled (the session ended) or until a client phase times out.
+asio::awaitable<void> watch_deadline(deadline_watch& w);
+
+}  // namespace tollgate::net
