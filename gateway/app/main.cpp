@@ -11,6 +11,8 @@
 #include "gateway/config/error.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/limit/memory_store.hpp"
+#include "gateway/metrics/exposition.hpp"
+#include "gateway/net/admin.hpp"
 #include "gateway/net/server.hpp"
 
 namespace {
@@ -89,16 +91,21 @@ int run(const std::string& path) {
   const core::siphash_key identity_key{random_u64(), random_u64()};
   const core::steady_unix_clock clock;
   net::shared_state shared{store, clock};
+  metrics::registry metrics;
 
   std::shared_ptr<const net::snapshot> current;
   try {
-    current = std::make_shared<const net::snapshot>(std::move(cfg), scopes, identity_key);
+    current = std::make_shared<const net::snapshot>(std::move(cfg), scopes, identity_key, metrics);
   } catch (const config::error& e) {
     spdlog::critical("{}", e.what());
     return 1;
   }
+  // Signals are caught from here on (Asio queues them until the handler below waits), so a
+  // SIGHUP sent as soon as the listeners are announced reloads rather than kills.
+  asio::io_context control;
+  asio::signal_set signals(control, SIGINT, SIGTERM, SIGHUP);
   log_summary(current->config, workers);
-  net::server server(current, shared, workers);
+  net::server server(current, shared, workers, metrics);
   try {
     server.bind();
   } catch (const std::exception& e) {
@@ -108,30 +115,61 @@ int run(const std::string& path) {
   for (const auto& [name, ep] : server.bound()) {
     spdlog::info("listening on {} {}:{}", name, ep.address().to_string(), ep.port());
   }
+
+  // The main thread runs the admin listener and the signals.
+  bool draining = false;
+  std::unique_ptr<net::admin_server> admin;
+  try {
+    const auto& a = current->config.admin;
+    admin = std::make_unique<net::admin_server>(
+        control,
+        boost::asio::ip::tcp::endpoint(asio::ip::make_address(a.address.to_string()), a.port),
+        net::admin_server::handlers{
+            [&] {
+              metrics::scrape_values values;
+              for (std::size_t l = 0; l < limit::address_level_count; ++l) {
+                const auto lvl = static_cast<limit::level>(l);
+                values.tracked_keys.emplace_back(limit::level_name(lvl),
+                                                 static_cast<double>(store.tracked(lvl)));
+              }
+              values.tracked_keys.emplace_back(
+                  "keyed", static_cast<double>(store.tracked(limit::level::global)));
+              return metrics::render(server.counters(), metrics, values);
+            },
+            [&] { return !draining; }});
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot listen on the admin address: {}", e.what());
+    return 1;
+  }
+  spdlog::info("admin listening on {}:{}", admin->endpoint().address().to_string(),
+               admin->endpoint().port());
+  admin->start();
   server.start();
 
-  // Signals on the main thread: SIGHUP reloads, SIGINT/SIGTERM drain and exit.
-  asio::io_context control;
-  asio::signal_set signals(control, SIGINT, SIGTERM, SIGHUP);
+  // SIGHUP reloads, SIGINT/SIGTERM drain and exit.
   std::function<void(const boost::system::error_code&, int)> on_signal =
       [&](const boost::system::error_code& ec, int signo) {
         if (ec) return;
         if (signo != SIGHUP) {
           spdlog::info("signal {}: draining", signo);
+          draining = true;
+          admin->stop();
           server.stop(std::chrono::seconds(10));
           control.stop();
           return;
         }
         try {
           auto next = std::make_shared<const net::snapshot>(config::load_gateway(path), scopes,
-                                                            identity_key);
+                                                            identity_key, metrics);
           if (next->config.listeners.size() != current->config.listeners.size()) {
             spdlog::warn("reload: listener changes take effect at restart");
           }
           server.publish(next);
           current = std::move(next);
+          metrics.reloads_ok.fetch_add(1);
           spdlog::info("reload: configuration from {} in force", path);
         } catch (const config::error& e) {
+          metrics.reloads_failed.fetch_add(1);
           spdlog::error("reload failed, the running configuration stays: {}", e.what());
         }
         signals.async_wait(on_signal);

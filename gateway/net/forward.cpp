@@ -149,6 +149,8 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
   // A request without a body can be sent again on a fresh connection when a pooled one turns
   // out to have been closed by the upstream; one with a body cannot (it is streamed once).
   const bool replayable = parser.is_done();
+  const std::uint16_t upstream_metric = r.snap.upstream_metric[r.route.upstream];
+  const auto exchange_start = std::chrono::steady_clock::now();
   std::unique_ptr<upstream_connection> conn;
   std::optional<http::response_parser<http::buffer_body>> rp;  // parsers cannot be reassigned
   for (int attempt = 0;; ++attempt) {
@@ -156,6 +158,10 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
     conn = co_await w.pool.acquire(r.snap, r.route.upstream, watch, why);
     if (!conn) {
       const bool timeout = why == connect_failure::timeout;
+      w.counters
+          .upstream_errors[upstream_metric][static_cast<std::size_t>(
+              timeout ? metrics::upstream_error::timeout : metrics::upstream_error::connect)]
+          .add();
       // Built before the co_await: GCC 12 destroys temporaries of a conditional expression
       // inside a co_await argument list twice.
       std::string body = upstream_problem(
@@ -200,6 +206,10 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
     }
     w.pool.failed(r.snap, conn->upstream, conn->endpoint);
     const bool timeout = watch.upstream_timed_out;  // the watchdog closed it
+    w.counters
+        .upstream_errors[upstream_metric][static_cast<std::size_t>(
+            timeout ? metrics::upstream_error::timeout : metrics::upstream_error::reset)]
+        .add();
     std::string body = upstream_problem(
         timeout, upstream_cfg.name, timeout ? "did not answer in time" : "failed: " + ec.message());
     const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
@@ -207,6 +217,9 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
                                    r.keep_alive && parser.is_done(), body_timeout);
   }
 
+  w.counters.upstream_duration[upstream_metric].observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count(),
+      metrics::upstream_buckets);
   auto& res = rp->get();
   const bool keep = prepare_client_head(res, *rp, r, head_request, sc.fields);
   http::response_serializer<http::buffer_body> rs{res};

@@ -58,7 +58,9 @@ struct connection_count {
 
 asio::awaitable<void> counted_session(worker& w, tcp::socket s, const listener_info& l) {
   const connection_count guard(w.connections);
+  w.counters.connections_opened[l.metric].add();
   co_await run_session(w, std::move(s), l);
+  w.counters.connections_closed[l.metric].add();
 }
 
 asio::awaitable<void> accept_loop(worker& w, tcp::acceptor& acceptor, const listener_info& l) {
@@ -83,8 +85,9 @@ asio::awaitable<void> accept_loop(worker& w, tcp::acceptor& acceptor, const list
 
 }  // namespace
 
-server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, unsigned workers)
-    : shared_(shared), initial_(std::move(initial)) {
+server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, unsigned workers,
+               metrics::registry& metrics)
+    : metrics_(metrics), shared_(shared), initial_(std::move(initial)) {
   for (unsigned i = 0; i < std::max(1u, workers); ++i) {
     workers_.push_back(std::make_unique<worker>(shared_));
     workers_.back()->adopt(initial_);
@@ -107,7 +110,7 @@ void server::bind() {
   const auto& listeners = initial_->config.listeners;
   for (std::size_t li = 0; li < listeners.size(); ++li) {
     const auto& l = listeners[li];
-    infos_.push_back({l.name, l.tls.has_value()});
+    infos_.push_back({l.name, l.tls.has_value(), metrics_.listeners.index(l.name)});
     tcp::endpoint ep(to_asio(l.address), l.port);
     for (std::size_t wi = 0; wi < workers_.size(); ++wi) {
       auto acceptor = open_acceptor(workers_[wi]->io, ep);
@@ -128,6 +131,13 @@ void server::start() {
     }
     threads_.emplace_back([&w] { w.io.run(); });
   }
+}
+
+std::vector<const metrics::worker_counters*> server::counters() const {
+  std::vector<const metrics::worker_counters*> out;
+  for (const auto& w : workers_)
+    out.push_back(&w->counters);
+  return out;
 }
 
 void server::publish(std::shared_ptr<const snapshot> s) {

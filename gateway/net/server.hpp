@@ -18,7 +18,8 @@ namespace tollgate::net {
 class server {
  public:
   /// `workers` threads serving `initial`, sharing `shared`.
-  server(std::shared_ptr<const snapshot> initial, shared_state& shared, unsigned workers);
+  server(std::shared_ptr<const snapshot> initial, shared_state& shared, unsigned workers,
+         metrics::registry& metrics);
   ~server();
 
   /// Binds every listener of the initial snapshot on every worker; throws on failure.
@@ -27,6 +28,8 @@ class server {
   const std::vector<std::pair<std::string, tcp::endpoint>>& bound() const { return bound_; }
   /// Starts the worker threads.
   void start();
+  /// Every worker's counters, for a scrape.
+  std::vector<const metrics::worker_counters*> counters() const;
   /// Installs `s` on every worker; requests that start afterwards use it.
   void publish(std::shared_ptr<const snapshot> s);
   /// Stops accepting, gives requests in flight up to `grace` to finish, then stops the workers
@@ -38,6 +41,7 @@ class server {
     std::unique_ptr<tcp::acceptor> acceptor;  ///< on its worker's io_context
     std::size_t listener;                     ///< index into infos_
   };
+  metrics::registry& metrics_;                                ///< label tables
   shared_state& shared_;                                      ///< limiter, clock
   std::shared_ptr<const snapshot> initial_;                   ///< listeners come from it
   std::vector<std::unique_ptr<worker>> workers_;              ///< one per thread

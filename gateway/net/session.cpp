@@ -136,7 +136,23 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
     limit::decision d;
     // The in-process store answers at once; an asynchronous one would complete on this
     // worker's io_context (Redis, DESIGN §11), which this session does not await yet.
+    const auto check_start = std::chrono::steady_clock::now();
     w.shared.limiter.decide(lreq, d, {});
+    w.counters.limiter_check.observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count(),
+        metrics::limiter_buckets);
+    const std::uint16_t category_metric = snap->metric_of(category);
+    w.counters
+        .requests[category_metric][static_cast<std::size_t>(
+            d.admitted ? metrics::decision::allowed : metrics::decision::limited)]
+        .add();
+    if (!d.admitted) {
+      const auto& binding = d.limits[d.binding];
+      w.counters
+          .rate_limited[category_metric][static_cast<std::size_t>(lreq.groups[binding.group].lvl)]
+                       [static_cast<std::size_t>(binding.tier)]
+          .add();
+    }
     policy::describe(lreq, d, category, client_addr.family(), sc->fields);
 
     bool stay = false;

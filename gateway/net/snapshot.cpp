@@ -29,10 +29,18 @@ std::vector<std::vector<tcp::endpoint>> resolve_all(const config::gateway_config
 
 }  // namespace
 
-snapshot::snapshot(config::gateway_config c, limit::scope_registry& scopes, core::siphash_key key)
+snapshot::snapshot(config::gateway_config c, limit::scope_registry& scopes, core::siphash_key key,
+                   metrics::registry& metrics)
     : config(std::move(c)),
       policy(config.policy, scopes, key),
       router(config, policy),
-      upstream_endpoints(resolve_all(config)) {}
+      upstream_endpoints(resolve_all(config)) {
+  // Label indices are fixed here, so that counting a request never looks a label up.
+  for (const auto& category : policy.categories()) {
+    category_metric.push_back(metrics.categories.index(category.name));
+  }
+  for (const auto& u : config.upstreams)
+    upstream_metric.push_back(metrics.upstreams.index(u.name));
+}
 
 }  // namespace tollgate::net

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gateway/config/gateway.hpp"
+#include "gateway/metrics/exposition.hpp"
 #include "gateway/net/asio.hpp"
 #include "gateway/policy/compiled_policy.hpp"
 #include "gateway/policy/router.hpp"
@@ -19,10 +20,18 @@ struct snapshot {
   policy::compiled_policy policy;                              ///< limits per category
   policy::router router;                                       ///< routes
   std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  ///< per upstream, resolved
+  std::vector<std::uint16_t> category_metric;  ///< metric label index per compiled category
+  std::vector<std::uint16_t> upstream_metric;  ///< metric label index per upstream
 
   /// Compiles `c`; resolves every upstream endpoint now (throws config::error when a name
   /// does not resolve).
-  snapshot(config::gateway_config c, limit::scope_registry& scopes, core::siphash_key key);
+  snapshot(config::gateway_config c, limit::scope_registry& scopes, core::siphash_key key,
+           metrics::registry& metrics);
+
+  /// The metric label index of `category` (a category of `policy`).
+  std::uint16_t metric_of(const policy::category_limits& category) const noexcept {
+    return category_metric[static_cast<std::size_t>(&category - policy.categories().data())];
+  }
 };
 
 }  // namespace tollgate::net

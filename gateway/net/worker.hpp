@@ -8,6 +8,7 @@
 
 #include "gateway/core/clock.hpp"
 #include "gateway/limit/limiter.hpp"
+#include "gateway/metrics/counters.hpp"
 #include "gateway/net/asio.hpp"
 #include "gateway/net/snapshot.hpp"
 #include "gateway/net/upstream_pool.hpp"
@@ -23,8 +24,9 @@ struct shared_state {
 
 /// A listener as sessions see it.
 struct listener_info {
-  std::string name;  ///< from the configuration
-  bool tls = false;  ///< X-Forwarded-Proto https
+  std::string name;          ///< from the configuration
+  bool tls = false;          ///< X-Forwarded-Proto https
+  std::uint16_t metric = 0;  ///< label index of the listener
 };
 
 /// One worker thread.
@@ -41,6 +43,7 @@ struct worker {
   std::atomic<std::uint64_t> connections{0};
   std::atomic<std::uint64_t> in_flight{0};  ///< requests between head read and response end
   std::uint64_t max_connections = 0;        ///< this worker's share of limits.max_connections
+  metrics::worker_counters counters;        ///< written by this worker only
   /// The current snapshot through a control block of this worker's own, so that sessions
   /// copying it per request do not contend with other cores on one reference count.
   std::shared_ptr<const snapshot> current;

@@ -174,6 +174,7 @@ gateway::gateway(const std::string& gateway_yaml, const std::string& policy_yaml
   process = std::make_unique<child>(
       std::vector<std::string>{built("tollgate"), "--config", (dir / "gateway.yaml").string()});
   port = port_after(process->wait_for_line("listening on public"), "listening on public");
+  admin_port = port_after(process->wait_for_line("admin listening on"), "admin listening on");
 }
 
 gateway::~gateway() {
@@ -198,6 +199,31 @@ std::string gateway::reload(const std::string& gateway_yaml, const std::string& 
   write(gateway_yaml, policy_yaml);
   process->signal(SIGHUP);
   return process->wait_for_line("reload");
+}
+
+int run_with_input(const std::vector<std::string>& argv, const std::string& input,
+                   std::string& output) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto in = dir / ("tollgate-in-" + std::to_string(getpid()));
+  std::ofstream(in) << input;
+  std::string cmd;
+  for (const auto& a : argv)
+    cmd += "'" + a + "' ";
+  cmd += "< '" + in.string() + "' 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  output.clear();
+  while (const auto n = fread(buf, 1, sizeof buf, p))
+    output.append(buf, n);
+  const int status = pclose(p);
+  std::filesystem::remove(in);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+std::uint16_t free_port() {
+  asio::io_context io;
+  tcp::acceptor a(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  return a.local_endpoint().port();
 }
 
 std::string fnv1a64_hex(std::string_view s) {

@@ -86,10 +86,18 @@ struct gateway {
   std::uint16_t echo = 0;
   std::unique_ptr<child> process;
   std::uint16_t port = 0;
+  std::uint16_t admin_port = 0;
 
  private:
   void write(const std::string& gateway_yaml, const std::string& policy_yaml);
 };
+
+/// Runs `argv` with `input` on its standard input; returns the exit status and fills `output`.
+int run_with_input(const std::vector<std::string>& argv, const std::string& input,
+                   std::string& output);
+
+/// A loopback TCP port that was free a moment ago.
+std::uint16_t free_port();
 
 /// FNV-1a 64 as lower-case hex (what tollgate-echo reports of a body).
 std::string fnv1a64_hex(std::string_view s);

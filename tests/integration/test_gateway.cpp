@@ -18,6 +18,7 @@ namespace {
 
 const std::string gateway_yaml = R"(
 listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
+admin: { address: 127.0.0.1, port: 0 }
 workers: 2
 limits: { header_timeout: 2s, keepalive_timeout: 5s, max_request_body: 8MiB, max_header_bytes: 4KiB }
 trusted_proxies: [127.0.0.1/32]

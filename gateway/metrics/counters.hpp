@@ -1,0 +1,95 @@
+#pragma once
+/// The gateway's metrics as plain counters, one block per worker thread. A worker is the only
+/// writer of its block, so counting is a relaxed load and store (no locked instruction, no
+/// cache line shared between cores); a scrape sums the blocks. Labels are indices fixed when a
+/// configuration is loaded, never looked up per request, and never a client address.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tollgate::metrics {
+
+/// How a request ended (label `decision` of tollgate_requests_total).
+enum class decision : std::uint8_t { allowed, limited, challenged, pow_passed, banned, error };
+inline constexpr std::size_t decision_count = 6;
+/// Label values of `decision`.
+std::string_view decision_name(decision d) noexcept;
+
+/// Why an upstream exchange failed (label `kind` of tollgate_upstream_errors_total).
+enum class upstream_error : std::uint8_t { connect, timeout, reset };
+inline constexpr std::size_t upstream_error_count = 3;
+/// Label values of `kind`.
+std::string_view upstream_error_name(upstream_error e) noexcept;
+
+/// Most distinct names a label may take (categories, upstreams, listeners); more share "other".
+inline constexpr std::size_t max_names = 64;
+/// Most address and keyed levels (limit::level_count).
+inline constexpr std::size_t levels = 6;
+/// Upper bounds of the histogram buckets, in seconds.
+inline constexpr std::array<double, 12> limiter_buckets = {1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6,
+                                                           1e-5, 2.5e-5, 5e-5, 1e-4, 1e-3,   1e-2};
+inline constexpr std::array<double, 12> upstream_buckets = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
+
+/// A counter with one writer.
+/// Thread safety: add() from the owning worker only; value() from anywhere.
+class counter {
+ public:
+  void add(std::uint64_t n = 1) noexcept {
+    v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  std::uint64_t value() const noexcept { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> v_{0};  ///< the count
+};
+
+/// A histogram with one writer; `Bounds` are the buckets' upper bounds in seconds.
+template <std::size_t N>
+struct histogram {
+  /// Counts one observation of `seconds`.
+  void observe(double seconds, const std::array<double, N>& bounds) noexcept {
+    std::size_t i = 0;
+    while (i < N && seconds > bounds[i])
+      ++i;
+    buckets[i].add();
+    // Sum kept in nanoseconds, an integer a single writer can add to safely.
+    sum_ns.add(static_cast<std::uint64_t>(seconds * 1e9));
+  }
+  std::array<counter, N + 1> buckets;  ///< per bucket (not cumulative); last is +Inf
+  counter sum_ns;                      ///< sum of observations, nanoseconds
+};
+
+/// One worker's counters.
+struct worker_counters {
+  std::array<std::array<counter, decision_count>, max_names> requests;  ///< [category][decision]
+  std::array<std::array<std::array<counter, 2>, levels>, max_names>
+      rate_limited;  ///< [cat][level][tier]
+  std::array<std::array<counter, upstream_error_count>, max_names>
+      upstream_errors;  ///< [upstream][kind]
+  std::array<histogram<upstream_buckets.size()>, max_names> upstream_duration;  ///< [upstream]
+  histogram<limiter_buckets.size()> limiter_check;    ///< time of one limiter decision
+  std::array<counter, max_names> connections_opened;  ///< [listener]
+  std::array<counter, max_names> connections_closed;  ///< [listener]
+};
+
+/// Label values by index, assigned once per name for the life of the process.
+/// Thread safety: all members lock; used at load and scrape time only.
+class name_table {
+ public:
+  /// The index of `name` (new names get the next one; past max_names - 1, "other").
+  std::uint16_t index(std::string_view name);
+  /// Every name so far, by index.
+  std::vector<std::string> names() const;
+
+ private:
+  mutable std::mutex mutex_;        ///< guards names_
+  std::vector<std::string> names_;  ///< by index
+};
+
+}  // namespace tollgate::metrics

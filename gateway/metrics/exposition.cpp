@@ -1,0 +1,170 @@
+#include "gateway/metrics/exposition.hpp"
+
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
+#include <sstream>
+
+#include "gateway/core/levels.hpp"
+
+namespace tollgate::metrics {
+
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+/// Sums one counter over every worker.
+template <class Pick>
+std::uint64_t sum(const std::vector<const worker_counters*>& workers, Pick pick) {
+  std::uint64_t total = 0;
+  for (const auto* w : workers)
+    total += pick(*w).value();
+  return total;
+}
+
+ClientMetric counter_metric(std::vector<ClientMetric::Label> labels, double value) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  m.counter.value = value;
+  return m;
+}
+
+template <std::size_t N, class Pick>
+ClientMetric histogram_metric(const std::vector<const worker_counters*>& workers,
+                              const std::array<double, N>& bounds, Pick pick,
+                              std::vector<ClientMetric::Label> labels) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i <= N; ++i) {
+    cumulative += sum(
+        workers, [&](const worker_counters& w) -> const counter& { return pick(w).buckets[i]; });
+    if (i < N) m.histogram.bucket.push_back({cumulative, bounds[i]});
+  }
+  m.histogram.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
+  m.histogram.sample_count = cumulative;
+  m.histogram.sample_sum =
+      static_cast<double>(sum(
+          workers, [&](const worker_counters& w) -> const counter& { return pick(w).sum_ns; })) /
+      1e9;
+  return m;
+}
+
+MetricFamily family(std::string name, std::string help, MetricType type) {
+  MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+}  // namespace
+
+std::string render(const std::vector<const worker_counters*>& workers, const registry& r,
+                   const scrape_values& values) {
+  const auto categories = r.categories.names();
+  const auto upstreams = r.upstreams.names();
+  const auto listeners = r.listeners.names();
+  std::vector<MetricFamily> out;
+
+  auto requests =
+      family("tollgate_requests_total", "Requests by category and decision.", MetricType::Counter);
+  auto limited = family("tollgate_rate_limited_total",
+                        "Requests rejected by a limit, by the binding limit.", MetricType::Counter);
+  for (std::size_t c = 0; c < categories.size(); ++c) {
+    for (std::size_t d = 0; d < decision_count; ++d) {
+      requests.metric.push_back(counter_metric(
+          {{"category", categories[c]},
+           {"decision", std::string(decision_name(static_cast<decision>(d)))}},
+          static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
+            return w.requests[c][d];
+          }))));
+    }
+    for (std::size_t l = 0; l < levels; ++l) {
+      for (std::size_t t = 0; t < 2; ++t) {
+        const auto n = sum(workers, [&](const worker_counters& w) -> const counter& {
+          return w.rate_limited[c][l][t];
+        });
+        if (n == 0) continue;  // only limits that ever bound
+        limited.metric.push_back(
+            counter_metric({{"category", categories[c]},
+                            {"level", std::string(core::level_name(static_cast<core::level>(l)))},
+                            {"tier", std::string(core::tier_name(static_cast<core::tier>(t)))}},
+                           static_cast<double>(n)));
+      }
+    }
+  }
+  out.push_back(std::move(requests));
+  out.push_back(std::move(limited));
+
+  auto errors = family("tollgate_upstream_errors_total", "Failed upstream exchanges by kind.",
+                       MetricType::Counter);
+  auto durations =
+      family("tollgate_upstream_duration_seconds",
+             "Time from sending a request upstream to its response head.", MetricType::Histogram);
+  for (std::size_t u = 0; u < upstreams.size(); ++u) {
+    for (std::size_t k = 0; k < upstream_error_count; ++k) {
+      errors.metric.push_back(counter_metric(
+          {{"upstream", upstreams[u]},
+           {"kind", std::string(upstream_error_name(static_cast<upstream_error>(k)))}},
+          static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
+            return w.upstream_errors[u][k];
+          }))));
+    }
+    durations.metric.push_back(histogram_metric(
+        workers, upstream_buckets,
+        [&](const worker_counters& w) -> const auto& { return w.upstream_duration[u]; },
+        {{"upstream", upstreams[u]}}));
+  }
+  out.push_back(std::move(errors));
+  out.push_back(std::move(durations));
+
+  auto check = family("tollgate_limiter_check_seconds", "Time of one limiter decision.",
+                      MetricType::Histogram);
+  check.metric.push_back(histogram_metric(
+      workers, limiter_buckets,
+      [](const worker_counters& w) -> const auto& { return w.limiter_check; }, {}));
+  out.push_back(std::move(check));
+
+  auto active = family("tollgate_connections_active", "Open client connections by listener.",
+                       MetricType::Gauge);
+  for (std::size_t l = 0; l < listeners.size(); ++l) {
+    ClientMetric m;
+    m.label = {{"listener", listeners[l]}};
+    const auto opened = sum(workers, [&](const worker_counters& w) -> const counter& {
+      return w.connections_opened[l];
+    });
+    const auto closed = sum(workers, [&](const worker_counters& w) -> const counter& {
+      return w.connections_closed[l];
+    });
+    m.gauge.value = static_cast<double>(opened - closed);
+    active.metric.push_back(std::move(m));
+  }
+  out.push_back(std::move(active));
+
+  auto tracked =
+      family("tollgate_tracked_keys", "Limiter entries held, by level.", MetricType::Gauge);
+  for (const auto& [level, value] : values.tracked_keys) {
+    ClientMetric m;
+    m.label = {{"level", level}};
+    m.gauge.value = value;
+    tracked.metric.push_back(std::move(m));
+  }
+  out.push_back(std::move(tracked));
+
+  auto reloads = family("tollgate_config_reloads_total", "Configuration reloads by result.",
+                        MetricType::Counter);
+  reloads.metric.push_back(
+      counter_metric({{"result", "success"}}, static_cast<double>(r.reloads_ok.load())));
+  reloads.metric.push_back(
+      counter_metric({{"result", "failure"}}, static_cast<double>(r.reloads_failed.load())));
+  out.push_back(std::move(reloads));
+
+  std::ostringstream text;
+  prometheus::TextSerializer().Serialize(text, out);
+  return text.str();
+}
+
+}  // namespace tollgate::metrics

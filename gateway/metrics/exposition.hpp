@@ -1,0 +1,34 @@
+#pragma once
+/// Turns the workers' counters into the Prometheus text format (DESIGN §10), through
+/// prometheus-cpp's metric families and text serializer.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gateway/metrics/counters.hpp"
+
+namespace tollgate::metrics {
+
+/// Label tables and process-wide values, owned by the application.
+/// Thread safety: name tables lock; the counters are atomic.
+struct registry {
+  name_table categories;                     ///< label `category`
+  name_table upstreams;                      ///< label `upstream`
+  name_table listeners;                      ///< label `listener`
+  std::atomic<std::uint64_t> reloads_ok{0};  ///< tollgate_config_reloads_total{result="success"}
+  std::atomic<std::uint64_t> reloads_failed{
+      0};  ///< tollgate_config_reloads_total{result="failure"}
+};
+
+/// Values read at scrape time.
+struct scrape_values {
+  std::vector<std::pair<std::string, double>> tracked_keys;  ///< level -> entries held
+};
+
+/// The exposition of every metric, summed over `workers`.
+std::string render(const std::vector<const worker_counters*>& workers, const registry& r,
+                   const scrape_values& values);
+
+}  // namespace tollgate::metrics

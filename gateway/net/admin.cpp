@@ -1,0 +1,87 @@
+#include "gateway/net/admin.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace tollgate::net {
+
+namespace {
+
+asio::awaitable<void> serve_admin(tcp::socket socket, const admin_server::handlers& h) {
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::empty_body> parser;
+    parser.header_limit(8 * 1024);
+    stream.expires_after(std::chrono::seconds(30));
+    auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
+    if (ec) co_return;  // closed, idle or garbage: an operator's client will retry
+    const auto& req = parser.get();
+    const std::string_view target(req.target().data(), req.target().size());
+    const std::string_view path = target.substr(0, target.find('?'));
+    http::response<http::string_body> res{http::status::ok, req.version()};
+    res.set(http::field::server, "tollgate");
+    res.set(http::field::content_type, "text/plain; charset=utf-8");
+    if (req.method() != http::verb::get && req.method() != http::verb::head) {
+      res.result(http::status::method_not_allowed);
+      res.set(http::field::allow, "GET, HEAD");
+      res.body() = "method not allowed\n";
+    } else if (path == "/metrics") {
+      res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+      res.body() = h.metrics();
+    } else if (path == "/healthz") {
+      res.body() = "ok\n";
+    } else if (path == "/readyz") {
+      const bool ready = h.ready();
+      res.result(ready ? http::status::ok : http::status::service_unavailable);
+      res.body() = ready ? "ready\n" : "draining\n";
+    } else {
+      res.result(http::status::not_found);
+      res.body() = "not found\n";
+    }
+    res.keep_alive(req.keep_alive());
+    res.prepare_payload();
+    auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
+    if (wec || !res.keep_alive()) co_return;
+  }
+}
+
+asio::awaitable<void> accept_admin(tcp::acceptor& acceptor, const admin_server::handlers& h) {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) continue;
+    asio::co_spawn(acceptor.get_executor(), serve_admin(std::move(socket), h),
+                   [](std::exception_ptr e) {
+                     if (!e) return;
+                     try {
+                       std::rethrow_exception(e);
+                     } catch (const std::exception& ex) {
+                       spdlog::error("an admin session ended by an exception: {}", ex.what());
+                     }
+                   });
+  }
+}
+
+}  // namespace
+
+admin_server::admin_server(asio::io_context& io, const tcp::endpoint& endpoint, handlers h)
+    : acceptor_(io), handlers_(std::move(h)) {
+  acceptor_.open(endpoint.protocol());
+  acceptor_.set_option(asio::socket_base::reuse_address(true));
+  acceptor_.bind(endpoint);
+  acceptor_.listen();
+}
+
+void admin_server::start() {
+  asio::co_spawn(acceptor_.get_executor(), accept_admin(acceptor_, handlers_),
+                 [](std::exception_ptr e) {
+                   if (e) spdlog::error("the admin accept loop ended by an exception");
+                 });
+}
+
+void admin_server::stop() {
+  error_code ignored;
+  acceptor_.close(ignored);
+}
+
+}  // namespace tollgate::net

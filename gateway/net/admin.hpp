@@ -1,0 +1,36 @@
+#pragma once
+/// The admin listener (DESIGN §10): /metrics, /healthz, /readyz. It runs on the control
+/// io_context of the main thread, so scrapes never compete with the workers' event loops.
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "gateway/net/asio.hpp"
+
+namespace tollgate::net {
+
+/// A small HTTP/1.1 server for operators.
+/// Thread safety: used on its io_context only.
+class admin_server {
+ public:
+  /// What the endpoints answer with.
+  struct handlers {
+    std::function<std::string()> metrics;  ///< Prometheus text exposition
+    std::function<bool()> ready;           ///< false while draining
+  };
+  /// Binds `endpoint` on `io` (throws on failure).
+  admin_server(asio::io_context& io, const tcp::endpoint& endpoint, handlers h);
+  /// The bound endpoint (port 0 resolved).
+  tcp::endpoint endpoint() const { return acceptor_.local_endpoint(); }
+  /// Starts accepting.
+  void start();
+  /// Stops accepting.
+  void stop();
+
+ private:
+  tcp::acceptor acceptor_;  ///< the admin socket
+  handlers handlers_;       ///< endpoint bodies
+};
+
+}  // namespace tollgate::net
