@@ -8,14 +8,6 @@ namespace tollgate::core {
 
 namespace {
 
-constexpr std::uint64_t mask64(unsigned bits) noexcept {
-  return bits == 0 ? 0 : ~std::uint64_t{0} << (64 - bits);
-}
-
-constexpr std::uint32_t mask32(unsigned bits) noexcept {
-  return bits == 0 ? 0 : ~std::uint32_t{0} << (32 - bits);
-}
-
 std::uint64_t load_be64(const unsigned char* p) noexcept {
   std::uint64_t v = 0;
   for (int i = 0; i < 8; ++i)

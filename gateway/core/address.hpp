@@ -8,6 +8,16 @@
 
 namespace tollgate::core {
 
+/// The top `bits` of 64 set (0 for bits == 0).
+constexpr std::uint64_t mask64(unsigned bits) noexcept {
+  return bits == 0 ? 0 : ~std::uint64_t{0} << (64 - bits);
+}
+
+/// The top `bits` of 32 set (0 for bits == 0).
+constexpr std::uint32_t mask32(unsigned bits) noexcept {
+  return bits == 0 ? 0 : ~std::uint32_t{0} << (32 - bits);
+}
+
 /// IPv4 or IPv6.
 enum class family : std::uint8_t { v4, v6 };
 

@@ -2,17 +2,8 @@
 
 namespace tollgate::limit {
 
-namespace {
-
-constexpr std::uint64_t mask64(unsigned bits) noexcept {
-  return bits == 0 ? 0 : ~std::uint64_t{0} << (64 - bits);
-}
-
-constexpr std::uint32_t mask32(unsigned bits) noexcept {
-  return bits == 0 ? 0 : ~std::uint32_t{0} << (32 - bits);
-}
-
-}  // namespace
+using core::mask32;
+using core::mask64;
 
 address_keys keys_of(const address& a, const level_prefixes& p) noexcept {
   if (a.family() == family::v4) {

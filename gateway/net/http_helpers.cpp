@@ -1,20 +1,8 @@
 #include "gateway/net/http_helpers.hpp"
 
+#include "gateway/core/text.hpp"
+
 namespace tollgate::net {
-
-namespace {
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const char x = a[i] >= 'A' && a[i] <= 'Z' ? static_cast<char>(a[i] + 32) : a[i];
-    const char y = b[i] >= 'A' && b[i] <= 'Z' ? static_cast<char>(b[i] + 32) : b[i];
-    if (x != y) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 std::string problem_body(int status, std::string_view title, std::string_view detail) {
   std::string out = R"({"type":"about:blank","title":")";
@@ -45,7 +33,7 @@ void strip_hop_by_hop(http::fields& f) {
   for (const auto& token : http::token_list(f[http::field::connection])) {
     const std::string_view name = sv(token);
     // "Connection: content-length" must not unframe a message: framing is ours to set.
-    if (iequals(name, "content-length") || iequals(name, "host")) continue;
+    if (core::iequals(name, "content-length") || core::iequals(name, "host")) continue;
     f.erase(token);
   }
   f.erase(http::field::connection);

@@ -45,19 +45,8 @@ auto log_exception(std::string what) {
   };
 }
 
-/// Counts a connection for as long as its session runs.
-struct connection_count {
-  explicit connection_count(std::atomic<std::uint64_t>& c) : count(c) {
-    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
-  ~connection_count() {
-    count.store(count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-  }
-  std::atomic<std::uint64_t>& count;
-};
-
 asio::awaitable<void> counted_session(worker& w, tcp::socket s, const listener_info& l) {
-  const connection_count guard(w.connections);
+  const worker_count guard(w.connections);
   w.counters.connections_opened[l.metric].add();
   co_await run_session(w, std::move(s), l);
   w.counters.connections_closed[l.metric].add();

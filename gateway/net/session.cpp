@@ -48,18 +48,6 @@ asio::awaitable<bool> await_request(deadline_watch& watch, beast::flat_buffer& b
   co_return true;
 }
 
-/// Marks a request in flight (graceful stop waits for these, not for idle connections).
-struct in_flight_count {
-  // Written by this worker only: a plain load and store, no locked instruction.
-  explicit in_flight_count(std::atomic<std::uint64_t>& c) : count(c) {
-    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
-  ~in_flight_count() {
-    count.store(count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-  }
-  std::atomic<std::uint64_t>& count;
-};
-
 /// The request loop of one connection; `watch` bounds every phase.
 asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::address& peer,
                             const listener_info& l) {
@@ -101,7 +89,7 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
                            duration_of(limits.body_timeout));
       co_return;
     }
-    const in_flight_count busy(w.in_flight);
+    const worker_count busy(w.in_flight);  // graceful stop waits for these
     auto& req = parser.get();
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();

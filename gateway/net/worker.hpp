@@ -29,6 +29,20 @@ struct listener_info {
   std::uint16_t metric = 0;  ///< label index of the listener
 };
 
+/// Counts something for as long as it lives, in a counter only this worker writes: a plain
+/// load and store, no locked instruction.
+struct worker_count {
+  explicit worker_count(std::atomic<std::uint64_t>& c) : count(c) {
+    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  ~worker_count() {
+    count.store(count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  }
+  worker_count(const worker_count&) = delete;
+  worker_count& operator=(const worker_count&) = delete;
+  std::atomic<std::uint64_t>& count;  ///< the counter
+};
+
 /// One worker thread.
 /// Thread safety: everything but `io` is touched only from `io`'s thread.
 struct worker {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "gateway/core/text.hpp"
+
 namespace tollgate::policy {
 
 namespace {
@@ -9,14 +11,6 @@ namespace {
 bool is_trusted(const core::address& a, std::span<const core::cidr> trusted) noexcept {
   return std::any_of(trusted.begin(), trusted.end(),
                      [&](const core::cidr& c) { return c.contains(a); });
-}
-
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
 }
 
 }  // namespace
@@ -30,7 +24,7 @@ core::address client_address(const core::address& peer, std::span<const std::str
     while (!list.empty()) {
       const auto comma = list.rfind(',');
       const std::string_view item =
-          trim(comma == std::string_view::npos ? list : list.substr(comma + 1));
+          core::trim(comma == std::string_view::npos ? list : list.substr(comma + 1));
       list = comma == std::string_view::npos ? std::string_view() : list.substr(0, comma);
       const auto hop = core::address::parse(item);
       if (!hop) return current;  // garbage: believe nothing further left

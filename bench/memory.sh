@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Resident memory of Tollgate across many proxied requests (issue: flat within 10% after
+# warm-up). Drives wrk in slices until TOTAL requests have been proxied and prints the RSS
+# after each slice.
+#
+#   bash bench/memory.sh [TOTAL]          (default 10000000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+total="${1:-10000000}"
+source scripts/deps.sh
+tollgate_packages+=(wrk)
+install_deps >&2
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build --target tollgate tollgate-echo >/dev/null
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+build/tollgate-echo --port 0 --threads 2 >"$work/echo.log" & pids+=($!)
+for _ in $(seq 50); do grep -q listening "$work/echo.log" && break; sleep 0.1; done
+up=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/echo.log" | head -1)
+cat > "$work/policy.yaml" <<YAML
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1000000/s, burst: 1000000 }, long: { rate: 1000000000/h, burst: 1000000 } }
+      ipv4_network:    { short: { rate: 1000000/s, burst: 1000000 }, long: { rate: 1000000000/h, burst: 1000000 } }
+YAML
+cat > "$work/gateway.yaml" <<YAML
+listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
+admin: { address: 127.0.0.1, port: 0 }
+workers: 2
+upstreams: { app: { endpoints: ["127.0.0.1:$up"] } }
+default_route: { category: general, upstream: app }
+policies: [$work/policy.yaml]
+logging: { level: info }
+YAML
+build/tollgate --config "$work/gateway.yaml" >"$work/tollgate.log" 2>&1 & tg=$!; pids+=($tg)
+for _ in $(seq 50); do grep -q "listening on public" "$work/tollgate.log" && break; sleep 0.1; done
+port=$(grep "listening on public" "$work/tollgate.log" | sed 's/.*:\([0-9]*\)$/\1/')
+
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$tg/status"; }
+done_requests=0
+slice=0
+printf '%12s %10s %12s\n' "requests" "RSS KiB" "req/s"
+while [ "$done_requests" -lt "$total" ]; do
+  out=$(wrk -t2 -c64 -d20s "http://127.0.0.1:$port/api/profiles/x" 2>&1)
+  n=$(echo "$out" | awk '/requests in/ {print $1}')
+  rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  done_requests=$((done_requests + n))
+  slice=$((slice + 1))
+  printf '%12d %10d %12s\n' "$done_requests" "$(rss_kib)" "$rps"
+done

@@ -1,0 +1,30 @@
+#pragma once
+/// Small ASCII helpers for protocol text (header names and values, tokens).
+
+#include <algorithm>
+#include <string_view>
+
+namespace tollgate::core {
+
+/// `c` in lower case if it is an ASCII letter.
+constexpr char ascii_lower(char c) noexcept {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c;
+}
+
+/// Equal ignoring ASCII case.
+constexpr bool iequals(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return ascii_lower(x) == ascii_lower(y);
+         });
+}
+
+/// `s` without leading and trailing spaces and tabs.
+constexpr std::string_view trim(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace tollgate::core
