@@ -1,23 +1,26 @@
 #include "gateway/net/forward.hpp"
 
+#include <cstdio>
 #include <optional>
+#include <span>
+
+#include "gateway/net/heads.hpp"
 
 namespace tollgate::net {
 
 namespace {
 
-/// Relays the message `parser` is reading from `in` to `out` through `serializer`, one buffer
-/// at a time (the relay of Beast's documentation, awaited). The head, already parsed and
-/// edited, is written with the first buffer.
+/// Relays the message `parser` is reading from `in` to `out`: `head` (already rendered) goes
+/// with the first piece of the body, each piece framed as `chunked` says, each write one
+/// system call. Pieces are sent as they arrive (read_some), so streamed bodies keep moving.
 template <bool isRequest>
-asio::awaitable<error_code> relay_body(beast::tcp_stream& in, beast::flat_buffer& in_buffer,
-                                       http::parser<isRequest, http::buffer_body>& parser,
-                                       beast::tcp_stream& out,
-                                       http::serializer<isRequest, http::buffer_body>& serializer,
-                                       std::array<char, 16 * 1024>& chunk, deadline_watch& watch,
-                                       upstream_connection& upstream,
-                                       std::chrono::nanoseconds read_timeout,
-                                       std::chrono::nanoseconds write_timeout) {
+asio::awaitable<error_code> relay(beast::tcp_stream& in, beast::flat_buffer& in_buffer,
+                                  http::parser<isRequest, http::buffer_body>& parser,
+                                  beast::tcp_stream& out, const std::string& head, bool chunked,
+                                  std::array<char, 16 * 1024>& chunk, deadline_watch& watch,
+                                  upstream_connection& upstream,
+                                  std::chrono::nanoseconds read_timeout,
+                                  std::chrono::nanoseconds write_timeout) {
   // A request flows client -> upstream, a response upstream -> client.
   auto reading = [&] {
     if (isRequest) {
@@ -34,29 +37,40 @@ asio::awaitable<error_code> relay_body(beast::tcp_stream& in, beast::flat_buffer
     }
   };
   auto& body = parser.get().body();
-  do {
+  bool head_sent = false;
+  for (;;) {
+    std::size_t size = 0;
     if (!parser.is_done()) {
       body.data = chunk.data();
       body.size = chunk.size();
       reading();
-      auto [ec, n] = co_await http::async_read(in, in_buffer, parser, use_tuple);
+      auto [ec, n] = co_await http::async_read_some(in, in_buffer, parser, use_tuple);
       // need_buffer: the chunk is full, which is what we asked for.
       if (ec && ec != http::error::need_buffer) co_return ec;
-      body.size = chunk.size() - body.size;
-      body.data = chunk.data();
-      body.more = !parser.is_done();
-    } else {
-      // Nothing (more) to read: say so, or the serializer would wait for body data and hold
-      // back even the head.
-      body.data = nullptr;
-      body.size = 0;
-      body.more = false;
+      size = chunk.size() - body.size;
     }
-    writing();
-    auto [ec, n] = co_await http::async_write(out, serializer, use_tuple);
-    if (ec && ec != http::error::need_buffer) co_return ec;
-  } while (!parser.is_done() && !serializer.is_done());
-  co_return error_code{};
+    const bool last = parser.is_done();
+    std::array<asio::const_buffer, 5> pieces;
+    std::size_t n = 0;
+    char size_line[20];
+    if (!head_sent) pieces[n++] = asio::buffer(head);
+    if (chunked && size > 0) {
+      const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", size);
+      pieces[n++] = asio::buffer(size_line, static_cast<std::size_t>(len));
+      pieces[n++] = asio::buffer(chunk.data(), size);
+      pieces[n++] = asio::buffer("\r\n", 2);
+    } else if (size > 0) {
+      pieces[n++] = asio::buffer(chunk.data(), size);
+    }
+    if (chunked && last) pieces[n++] = asio::buffer("0\r\n\r\n", 5);
+    if (n > 0) {
+      writing();
+      auto [ec, written] = co_await asio::async_write(out, std::span(pieces.data(), n), use_tuple);
+      if (ec) co_return ec;
+      head_sent = true;
+    }
+    if (last) co_return error_code{};
+  }
 }
 
 /// The problem+json body of a 502 (`timeout` false) or 504 about upstream `name`.
@@ -65,63 +79,25 @@ std::string upstream_problem(bool timeout, const std::string& name, const std::s
                       "upstream " + name + " " + what);
 }
 
-/// Prepares the request head for the upstream: hop-by-hop headers out, forwarding headers in.
-void prepare_upstream_head(http::request<http::buffer_body>& req,
-                           http::request_parser<http::buffer_body>& parser,
-                           const forward_request& r, connection_scratch& sc) {
-  // The client's own X-Forwarded-For is kept and the peer appended (DESIGN §7).
+/// Renders the request head for the upstream: the client's X-Forwarded-For kept and the peer
+/// appended, X-Forwarded-Proto, and X-Real-IP, the address the request was charged to.
+void upstream_head(const http::request_parser<http::buffer_body>& parser, const forward_request& r,
+                   connection_scratch& sc) {
   sc.forwarded_for.clear();
-  const auto [first, last] = req.base().equal_range("X-Forwarded-For");
+  const auto [first, last] = parser.get().base().equal_range("X-Forwarded-For");
   for (auto f = first; f != last; ++f) {
     if (!sc.forwarded_for.empty()) sc.forwarded_for += ", ";
     sc.forwarded_for += sv(f->value());
   }
   if (!sc.forwarded_for.empty()) sc.forwarded_for += ", ";
   sc.forwarded_for += sc.peer_text;
-
-  strip_hop_by_hop(req.base());
-  // The gateway answers "Expect: 100-continue" itself once the request is admitted.
-  req.erase(http::field::expect);
-  req.set("X-Forwarded-For", sc.forwarded_for);
-  req.set("X-Forwarded-Proto", r.tls ? "https" : "http");
   // Usually the peer itself: its text was made once for the connection.
-  if (r.client == r.peer) {
-    req.set("X-Real-IP", sc.peer_text);
-  } else {
+  std::string_view real_ip = sc.peer_text;
+  if (!(r.client == r.peer)) {
     sc.client_text = r.client.to_string();
-    req.set("X-Real-IP", sc.client_text);
+    real_ip = sc.client_text;
   }
-  req.version(11);
-  req.keep_alive(true);
-  // Framing is set anew: chunked in, chunked out; a length stays a length.
-  if (parser.chunked()) {
-    req.chunked(true);
-  } else if (const auto length = parser.content_length()) {
-    req.content_length(*length);
-  }
-}
-
-/// Prepares the response head for the client. Returns whether the client connection can stay
-/// open after this response.
-bool prepare_client_head(http::response<http::buffer_body>& res,
-                         http::response_parser<http::buffer_body>& parser, const forward_request& r,
-                         bool head_request, const policy::rate_limit_fields& fields) {
-  strip_hop_by_hop(res.base());
-  set_rate_limit_fields(res.base(), fields);
-  res.version(r.version < 11 ? 10 : 11);
-  bool keep = r.keep_alive;
-  const unsigned status = res.result_int();
-  const bool bodiless = head_request || status == 204 || status == 304 || status < 200;
-  if (parser.chunked() || (!parser.content_length() && !bodiless)) {
-    // Length unknown: chunked for HTTP/1.1 clients, end-of-connection for HTTP/1.0.
-    if (r.version >= 11) {
-      res.chunked(true);
-    } else {
-      keep = false;
-    }
-  }
-  res.keep_alive(keep);
-  return keep;
+  render_upstream_head(sc.head, parser, sc.forwarded_for, r.tls ? "https" : "http", real_ip);
 }
 
 }  // namespace
@@ -141,10 +117,11 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
   const auto& upstream_cfg = r.snap.config.upstreams[r.route.upstream];
   const auto response_timeout = duration_of(upstream_cfg.response_timeout);
   const auto body_timeout = duration_of(limits.body_timeout);
-  auto& req = parser.get();
+  const auto& req = parser.get();
   const bool head_request = req.method() == http::verb::head;
+  // The gateway answers "Expect: 100-continue" itself once the request is admitted.
   const bool expects_continue = beast::iequals(req[http::field::expect], "100-continue");
-  prepare_upstream_head(req, parser, r, sc);
+  upstream_head(parser, r, sc);
 
   // A request without a body can be sent again on a fresh connection when a pooled one turns
   // out to have been closed by the upstream; one with a body cannot (it is streamed once).
@@ -171,7 +148,6 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
       co_return co_await write_local(watch, r.version, status, std::move(body), &sc.fields,
                                      r.keep_alive && replayable, body_timeout);
     }
-    http::request_serializer<http::buffer_body> sr{req};
     if (expects_continue && !parser.is_done()) {
       static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
       watch.client_for(body_timeout);
@@ -179,11 +155,10 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
           client, asio::buffer(continue_line.data(), continue_line.size()), use_tuple);
       if (cec) co_return false;
     }
-    // No separate head write: the serializer sends the head with the first piece of the body,
-    // one system call where there would be two.
+    // The head goes with the first piece of the body: one system call where two would do.
     error_code ec =
-        co_await relay_body<true>(client, client_buffer, parser, conn->stream, sr, sc.body, watch,
-                                  *conn, body_timeout, response_timeout);
+        co_await relay<true>(client, client_buffer, parser, conn->stream, sc.head, parser.chunked(),
+                             sc.body, watch, *conn, body_timeout, response_timeout);
     if (ec == http::error::body_limit) {
       // The upstream saw a truncated body; that connection is beyond saving.
       std::string body = problem_body(413, "Content Too Large", "request body too large");
@@ -220,17 +195,15 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
   w.counters.upstream_duration[upstream_metric].observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count(),
       metrics::upstream_buckets);
-  auto& res = rp->get();
-  const bool keep = prepare_client_head(res, *rp, r, head_request, sc.fields);
-  http::response_serializer<http::buffer_body> rs{res};
-  // The head goes out with the first piece of the body (see above).
+  const client_framing framing =
+      render_client_head(sc.head, *rp, r.version, r.keep_alive, head_request, sc.fields);
   const error_code ec =
-      co_await relay_body<false>(conn->stream, conn->buffer, *rp, client, rs, sc.body, watch, *conn,
-                                 response_timeout, body_timeout);
+      co_await relay<false>(conn->stream, conn->buffer, *rp, client, sc.head, framing.chunked,
+                            sc.body, watch, *conn, response_timeout, body_timeout);
   // Mid-body failures cannot be reported any more: the head is gone. Close.
   if (ec) co_return false;
   if (rp->keep_alive()) w.pool.release(r.snap, std::move(conn));
-  co_return keep;
+  co_return framing.keep_alive;
 }
 
 }  // namespace tollgate::net

@@ -22,6 +22,7 @@ struct connection_scratch {
   std::string peer_text;             ///< the socket peer as text, made once per connection
   std::string client_text;           ///< X-Real-IP of the current request when not the peer
   std::array<char, 16 * 1024> body;  ///< one chunk of a body being relayed
+  std::string head;                  ///< the head being sent (upstream or client)
 };
 
 /// Beast's string view as a standard one.

@@ -208,6 +208,31 @@ TEST_CASE("5 MB bodies arrive intact both ways, sized and chunked", "[integratio
   CHECK(r.body == expected);
 }
 
+TEST_CASE("HEAD keeps the length and HTTP/1.0 clients get bodies they can frame", "[integration]") {
+  fixture f;
+  auto r = request(f.gw.port, "HEAD /big?size=1000 HTTP/1.1\r\nHost: t\r\n\r\n");
+  CHECK(r.status == 200);
+  CHECK(r.header("content-length") == "1000");
+  CHECK(r.body.empty());
+  // The connection is still usable after a HEAD: the next response is read whole.
+  const auto rs =
+      exchange(f.gw.port, "HEAD /big?size=1000 HTTP/1.1\r\nHost: t\r\n\r\n" + get("/after"), 1);
+  CHECK(rs[0].status == 200);
+
+  // HTTP/1.0: a sized body keeps its length; an upstream's chunked body ends with the
+  // connection instead, since a 1.0 client cannot read chunks.
+  r = request(f.gw.port, "GET /big?size=3000 HTTP/1.0\r\n\r\n");
+  CHECK(r.status == 200);
+  CHECK(r.header("content-length") == "3000");
+  CHECK(r.body.size() == 3000);
+  r = request(f.gw.port, "GET /big?size=3000&chunked=1 HTTP/1.0\r\n\r\n");
+  CHECK(r.status == 200);
+  CHECK(r.header("transfer-encoding").empty());
+  CHECK(r.header("content-length").empty());
+  CHECK(r.body.size() == 3000);
+  CHECK(!r.header("x-ratelimit-limit").empty());
+}
+
 TEST_CASE("bad input gets 400, 431 or 413 and the gateway keeps serving", "[integration]") {
   fixture f;
   CHECK(request(f.gw.port, "GARBAGE\r\n\r\n").status == 400);

@@ -1,0 +1,148 @@
+#include "gateway/net/heads.hpp"
+
+#include <array>
+#include <charconv>
+
+#include "gateway/core/text.hpp"
+#include "gateway/net/http_helpers.hpp"
+
+namespace tollgate::net {
+
+namespace {
+
+void append_line(std::string& out, std::string_view name, std::string_view value) {
+  out += name;
+  out += ": ";
+  out += value;
+  out += "\r\n";
+}
+
+void append_number(std::string& out, std::uint64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+/// Appends the end-to-end fields of `f`: not hop-by-hop, not named by Connection, not framing
+/// (the gateway sets that), and not one the gateway sets itself (`ours`).
+template <class Ours>
+void append_end_to_end(std::string& out, const http::fields& f, Ours ours) {
+  std::array<std::string_view, 16> listed;
+  std::size_t n_listed = 0;
+  for (const auto& token : http::token_list(f[http::field::connection])) {
+    if (n_listed < listed.size()) listed[n_listed++] = sv(token);
+  }
+  for (const auto& field : f) {
+    switch (field.name()) {
+      case http::field::connection:
+      case http::field::keep_alive:
+      case http::field::proxy_connection:
+      case http::field::te:
+      case http::field::trailer:
+      case http::field::transfer_encoding:
+      case http::field::upgrade:
+      case http::field::content_length:
+        continue;
+      default:
+        break;
+    }
+    const std::string_view name = sv(field.name_string());
+    // "Connection: host" must not drop the Host a request needs.
+    if (field.name() != http::field::host) {
+      bool hop = false;
+      for (std::size_t i = 0; i < n_listed && !hop; ++i)
+        hop = core::iequals(listed[i], name);
+      if (hop) continue;
+    }
+    if (ours(name)) continue;
+    append_line(out, name, sv(field.value()));
+  }
+}
+
+bool is_forwarding_field(std::string_view name) noexcept {
+  return core::iequals(name, "x-forwarded-for") || core::iequals(name, "x-forwarded-proto") ||
+         core::iequals(name, "x-real-ip") || core::iequals(name, "expect");
+}
+
+bool is_rate_limit_field(std::string_view name) noexcept {
+  return core::iequals(name, "x-ratelimit-limit") || core::iequals(name, "x-ratelimit-remaining") ||
+         core::iequals(name, "x-ratelimit-reset") || core::iequals(name, "x-ratelimit-level") ||
+         core::iequals(name, "ratelimit-policy") || core::iequals(name, "ratelimit");
+}
+
+}  // namespace
+
+void render_upstream_head(std::string& out, const http::request_parser<http::buffer_body>& parser,
+                          std::string_view forwarded_for, std::string_view proto,
+                          std::string_view real_ip) {
+  const auto& req = parser.get();
+  out.clear();
+  out += sv(req.method_string());
+  out += ' ';
+  out += sv(req.target());
+  out += " HTTP/1.1\r\n";
+  append_end_to_end(out, req.base(), is_forwarding_field);
+  append_line(out, "X-Forwarded-For", forwarded_for);
+  append_line(out, "X-Forwarded-Proto", proto);
+  append_line(out, "X-Real-IP", real_ip);
+  if (parser.chunked()) {
+    out += "Transfer-Encoding: chunked\r\n";
+  } else if (const auto length = parser.content_length()) {
+    out += "Content-Length: ";
+    append_number(out, *length);
+    out += "\r\n";
+  }
+  out += "\r\n";
+}
+
+client_framing render_client_head(std::string& out,
+                                  const http::response_parser<http::buffer_body>& parser,
+                                  unsigned version, bool keep_alive, bool head_request,
+                                  const policy::rate_limit_fields& fields) {
+  const auto& res = parser.get();
+  const unsigned status = res.result_int();
+  out.clear();
+  out += version < 11 ? "HTTP/1.0 " : "HTTP/1.1 ";
+  append_number(out, status);
+  out += ' ';
+  const std::string_view reason = sv(res.reason());
+  out += reason.empty() ? sv(http::obsolete_reason(res.result())) : reason;
+  out += "\r\n";
+  append_end_to_end(out, res.base(), [&](std::string_view name) {
+    return fields.present && is_rate_limit_field(name);
+  });
+  if (fields.present) {
+    append_line(out, "X-RateLimit-Limit", fields.limit);
+    append_line(out, "X-RateLimit-Remaining", fields.remaining);
+    append_line(out, "X-RateLimit-Reset", fields.reset);
+    append_line(out, "X-RateLimit-Level", fields.level);
+    append_line(out, "RateLimit-Policy", fields.policy);
+    append_line(out, "RateLimit", fields.ratelimit);
+  }
+
+  client_framing framing{keep_alive, false};
+  const bool bodiless = status < 200 || status == 204 || status == 304;
+  if (head_request || bodiless) {
+    // No body follows; a HEAD answer keeps the length the GET would have had.
+    if (const auto length = parser.content_length(); length && head_request) {
+      out += "Content-Length: ";
+      append_number(out, *length);
+      out += "\r\n";
+    }
+  } else if (const auto length = parser.content_length(); length && !parser.chunked()) {
+    out += "Content-Length: ";
+    append_number(out, *length);
+    out += "\r\n";
+  } else if (version >= 11) {
+    framing.chunked = true;  // length unknown: chunked for HTTP/1.1
+    out += "Transfer-Encoding: chunked\r\n";
+  } else {
+    framing.keep_alive = false;  // HTTP/1.0: the end of the connection ends the body
+  }
+  if (version >= 11 && !framing.keep_alive) out += "Connection: close\r\n";
+  if (version < 11 && framing.keep_alive) out += "Connection: keep-alive\r\n";
+  out += "\r\n";
+  return framing;
+}
+
+}  // namespace tollgate::net

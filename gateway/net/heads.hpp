@@ -1,0 +1,34 @@
+#pragma once
+/// Message heads as the gateway sends them, rendered straight into a per-connection buffer:
+/// end-to-end fields copied as received, hop-by-hop ones (RFC 9110 §7.6.1) left out, the
+/// gateway's own fields and the framing added. No field is allocated and no serializer walks
+/// a buffer sequence. Internal to net/.
+
+#include <string>
+#include <string_view>
+
+#include "gateway/net/asio.hpp"
+#include "gateway/policy/verdict.hpp"
+
+namespace tollgate::net {
+
+/// Renders the head of `req` for the upstream into `out`, with the forwarding headers of
+/// DESIGN §7 and framing from `parser` (chunked stays chunked, a length stays a length).
+void render_upstream_head(std::string& out, const http::request_parser<http::buffer_body>& parser,
+                          std::string_view forwarded_for, std::string_view proto,
+                          std::string_view real_ip);
+
+/// How a response body goes to the client.
+struct client_framing {
+  bool keep_alive;  ///< the client connection stays open afterwards
+  bool chunked;     ///< the body is sent chunked
+};
+
+/// Renders the upstream response head of `parser` for a client speaking HTTP/1.`minor` into
+/// `out`, with the rate-limit fields of `fields`.
+client_framing render_client_head(std::string& out,
+                                  const http::response_parser<http::buffer_body>& parser,
+                                  unsigned version, bool keep_alive, bool head_request,
+                                  const policy::rate_limit_fields& fields);
+
+}  // namespace tollgate::net
