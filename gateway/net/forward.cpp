@@ -145,7 +145,7 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
           timeout, upstream_cfg.name,
           timeout ? "did not accept a connection in time" : "refused the connection");
       const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
-      co_return co_await write_local(watch, r.version, status, std::move(body), &sc.fields,
+      co_return co_await write_local(watch, sc.head, r.version, status, body, &sc.fields,
                                      r.keep_alive && replayable, body_timeout);
     }
     if (expects_continue && !parser.is_done()) {
@@ -162,7 +162,7 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
     if (ec == http::error::body_limit) {
       // The upstream saw a truncated body; that connection is beyond saving.
       std::string body = problem_body(413, "Content Too Large", "request body too large");
-      co_await write_local(watch, r.version, http::status::payload_too_large, std::move(body),
+      co_await write_local(watch, sc.head, r.version, http::status::payload_too_large, body,
                            &sc.fields, false, body_timeout);
       co_return false;
     }
@@ -188,7 +188,7 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
     std::string body = upstream_problem(
         timeout, upstream_cfg.name, timeout ? "did not answer in time" : "failed: " + ec.message());
     const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
-    co_return co_await write_local(watch, r.version, status, std::move(body), &sc.fields,
+    co_return co_await write_local(watch, sc.head, r.version, status, body, &sc.fields,
                                    r.keep_alive && parser.is_done(), body_timeout);
   }
 

@@ -72,6 +72,20 @@ bool is_rate_limit_field(std::string_view name) noexcept {
 
 }  // namespace
 
+void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields& fields) {
+  if (!fields.present) return;
+  append_line(out, "X-RateLimit-Limit", fields.limit);
+  append_line(out, "X-RateLimit-Remaining", fields.remaining);
+  append_line(out, "X-RateLimit-Reset", fields.reset);
+  append_line(out, "X-RateLimit-Level", fields.level);
+  append_line(out, "RateLimit-Policy", fields.policy);
+  append_line(out, "RateLimit", fields.ratelimit);
+  if (!fields.retry_after.empty()) {
+    append_line(out, "Retry-After", fields.retry_after);
+    append_line(out, "X-RateLimit-Reason", fields.reason);
+  }
+}
+
 void render_upstream_head(std::string& out, const http::request_parser<http::buffer_body>& parser,
                           std::string_view forwarded_for, std::string_view proto,
                           std::string_view real_ip) {
@@ -111,14 +125,7 @@ client_framing render_client_head(std::string& out,
   append_end_to_end(out, res.base(), [&](std::string_view name) {
     return fields.present && is_rate_limit_field(name);
   });
-  if (fields.present) {
-    append_line(out, "X-RateLimit-Limit", fields.limit);
-    append_line(out, "X-RateLimit-Remaining", fields.remaining);
-    append_line(out, "X-RateLimit-Reset", fields.reset);
-    append_line(out, "X-RateLimit-Level", fields.level);
-    append_line(out, "RateLimit-Policy", fields.policy);
-    append_line(out, "RateLimit", fields.ratelimit);
-  }
+  append_rate_limit_fields(out, fields);
 
   client_framing framing{keep_alive, false};
   const bool bodiless = status < 200 || status == 204 || status == 304;

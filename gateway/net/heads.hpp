@@ -12,6 +12,10 @@
 
 namespace tollgate::net {
 
+/// Appends the rate-limit header lines of DESIGN §4 (nothing when the request carried no
+/// limits; Retry-After and X-RateLimit-Reason only for a rejection).
+void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields& fields);
+
 /// Renders the head of `req` for the upstream into `out`, with the forwarding headers of
 /// DESIGN §7 and framing from `parser` (chunked stays chunked, a length stays a length).
 void render_upstream_head(std::string& out, const http::request_parser<http::buffer_body>& parser,

@@ -38,17 +38,12 @@ inline std::chrono::nanoseconds duration_of(core::nanos n) noexcept {
 /// An RFC 9457 problem+json body; `detail` must not need JSON escaping.
 std::string problem_body(int status, std::string_view title, std::string_view detail);
 
-/// Adds the rate-limit headers of DESIGN §4 (nothing when the request carried no limits).
-void set_rate_limit_fields(http::fields& f, const policy::rate_limit_fields& r);
-
-/// Removes the hop-by-hop headers of RFC 9110 §7.6.1: Connection and every field it names
-/// (except message framing, which the gateway sets itself), Keep-Alive, Proxy-Connection, TE,
-/// Trailer, Transfer-Encoding and Upgrade.
-void strip_hop_by_hop(http::fields& f);
-
-/// Writes a response made by the gateway itself. Returns whether the connection stays open.
-asio::awaitable<bool> write_local(deadline_watch& watch, unsigned version, http::status status,
-                                  std::string body, const policy::rate_limit_fields* rate_limit,
-                                  bool keep_alive, std::chrono::nanoseconds timeout);
+/// Writes a problem+json response made by the gateway itself, its head rendered into `head`
+/// and sent with `body` in one write. `body` must stay alive until this completes. Returns
+/// whether the connection stays open.
+asio::awaitable<bool> write_local(deadline_watch& watch, std::string& head, unsigned version,
+                                  http::status status, std::string_view body,
+                                  const policy::rate_limit_fields* rate_limit, bool keep_alive,
+                                  std::chrono::nanoseconds timeout);
 
 }  // namespace tollgate::net

@@ -85,7 +85,7 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
       } else {
         body = problem_body(400, "Bad Request", "malformed request: " + rec.message());
       }
-      co_await write_local(watch, 11, status, std::move(body), nullptr, false,
+      co_await write_local(watch, sc->head, 11, status, body, nullptr, false,
                            duration_of(limits.body_timeout));
       co_return;
     }
@@ -95,7 +95,7 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
     const unsigned version = req.version();
     if (!policy::normalize_path(sv(req.target()), sc->path)) {
       std::string body = problem_body(400, "Bad Request", "malformed request target");
-      co_await write_local(watch, version, http::status::bad_request, std::move(body), nullptr,
+      co_await write_local(watch, sc->head, version, http::status::bad_request, body, nullptr,
                            false, duration_of(limits.body_timeout));
       co_return;
     }
@@ -146,8 +146,8 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
     bool stay = false;
     if (!d.admitted) {
       // The body, if any, is not read: close afterwards rather than parse what we refuse.
-      stay = co_await write_local(watch, version, http::status::too_many_requests, sc->fields.body,
-                                  &sc->fields, keep_alive && parser.is_done(),
+      stay = co_await write_local(watch, sc->head, version, http::status::too_many_requests,
+                                  sc->fields.body, &sc->fields, keep_alive && parser.is_done(),
                                   duration_of(limits.body_timeout));
     } else {
       const forward_request fr{*snap, route, peer, client_addr, l.tls, keep_alive, version};
