@@ -43,10 +43,14 @@ asio::awaitable<error_code> relay(beast::tcp_stream& in, beast::flat_buffer& in_
     if (!parser.is_done()) {
       body.data = chunk.data();
       body.size = chunk.size();
-      reading();
-      auto [ec, n] = co_await http::async_read_some(in, in_buffer, parser, use_tuple);
-      // need_buffer: the chunk is full, which is what we asked for.
-      if (ec && ec != http::error::need_buffer) co_return ec;
+      error_code ec;
+      if (!parse_buffered(parser, in_buffer, ec) && !ec) {
+        reading();
+        auto [rec, n] = co_await http::async_read_some(in, in_buffer, parser, use_tuple);
+        // need_buffer: the chunk is full, which is what we asked for.
+        ec = rec == http::error::need_buffer ? error_code{} : rec;
+      }
+      if (ec) co_return ec;
       size = chunk.size() - body.size;
     }
     const bool last = parser.is_done();

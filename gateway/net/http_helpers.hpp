@@ -35,6 +35,21 @@ inline std::chrono::nanoseconds duration_of(core::nanos n) noexcept {
   return std::chrono::nanoseconds(n);
 }
 
+/// Feeds bytes already in `buffer` to `parser` without I/O: an awaited read that completes at
+/// once still costs a trip through the scheduler. Returns true when the parser advanced (or is
+/// done); false when it needs more input; errors other than "need more / need buffer" are
+/// stored in `ec`.
+template <bool isRequest, class Body>
+bool parse_buffered(http::parser<isRequest, Body>& parser, beast::flat_buffer& buffer,
+                    error_code& ec) {
+  ec = {};
+  if (buffer.size() == 0) return false;
+  const std::size_t used = parser.put(buffer.data(), ec);
+  buffer.consume(used);
+  if (ec == http::error::need_more || ec == http::error::need_buffer) ec = {};
+  return used > 0 || parser.is_done();
+}
+
 /// An RFC 9457 problem+json body; `detail` must not need JSON escaping.
 std::string problem_body(int status, std::string_view title, std::string_view detail);
 

@@ -68,8 +68,14 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
     http::request_parser<http::buffer_body> parser;  // a fresh parser per message
     parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
     parser.body_limit(limits.max_request_body);
-    watch.client_for(duration_of(limits.header_timeout));
-    auto [rec, rn] = co_await http::async_read_header(client, buffer, parser, use_tuple);
+    error_code rec;
+    // Usually the whole head came with the first read: parse it without another await.
+    parse_buffered(parser, buffer, rec);
+    if (!rec && !parser.is_header_done()) {
+      watch.client_for(duration_of(limits.header_timeout));
+      auto [hec, hn] = co_await http::async_read_header(client, buffer, parser, use_tuple);
+      rec = hec;
+    }
     if (rec) {
       if (is_ending(rec)) co_return;
       // Named before the co_await (GCC 12 mishandles temporaries in co_await arguments).
