@@ -48,6 +48,50 @@ asio::awaitable<bool> await_request(deadline_watch& watch, beast::flat_buffer& b
   co_return true;
 }
 
+/// The answer to a request head that could not be read: 431, 413 or 400.
+std::string bad_head_answer(const error_code& ec, http::status& status) {
+  if (ec == http::error::header_limit) {
+    status = http::status::request_header_fields_too_large;
+    return problem_body(431, "Request Header Fields Too Large",
+                        "request head larger than the limit");
+  }
+  if (ec == http::error::body_limit) {
+    status = http::status::payload_too_large;
+    return problem_body(413, "Content Too Large", "request body too large");
+  }
+  status = http::status::bad_request;
+  return problem_body(400, "Bad Request", "malformed request: " + ec.message());
+}
+
+/// The address a request is charged to (DESIGN §7), from its X-Forwarded-For fields.
+core::address client_address_of(const http::fields& f, const core::address& peer,
+                                std::span<const core::cidr> trusted) {
+  std::array<std::string_view, 8> forwarded;
+  std::size_t n = 0;
+  const auto [first, last] = f.equal_range("X-Forwarded-For");
+  for (auto it = first; it != last; ++it) {
+    // Only the rightmost values matter: the walk stops at the first untrusted hop.
+    if (n == forwarded.size()) {
+      std::move(forwarded.begin() + 1, forwarded.end(), forwarded.begin());
+      --n;
+    }
+    forwarded[n++] = sv(it->value());
+  }
+  return policy::client_address(peer, std::span(forwarded.data(), n), trusted);
+}
+
+/// Counts a limiter decision: by category and outcome, and a rejection by its binding limit.
+void count_decision(metrics::worker_counters& c, std::uint16_t category,
+                    const limit::limit_request& req, const limit::decision& d) {
+  const auto outcome = d.admitted ? metrics::decision::allowed : metrics::decision::limited;
+  c.requests[category][static_cast<std::size_t>(outcome)].add();
+  if (d.admitted) return;
+  const auto& binding = d.limits[d.binding];
+  c.rate_limited[category][static_cast<std::size_t>(req.groups[binding.group].lvl)]
+                [static_cast<std::size_t>(binding.tier)]
+                    .add();
+}
+
 /// The request loop of one connection; `watch` bounds every phase.
 asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::address& peer,
                             const listener_info& l) {
@@ -79,18 +123,8 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
     if (rec) {
       if (is_ending(rec)) co_return;
       // Named before the co_await (GCC 12 mishandles temporaries in co_await arguments).
-      http::status status = http::status::bad_request;
-      std::string body;
-      if (rec == http::error::header_limit) {
-        status = http::status::request_header_fields_too_large;
-        body = problem_body(431, "Request Header Fields Too Large",
-                            "request head larger than the limit");
-      } else if (rec == http::error::body_limit) {
-        status = http::status::payload_too_large;
-        body = problem_body(413, "Content Too Large", "request body too large");
-      } else {
-        body = problem_body(400, "Bad Request", "malformed request: " + rec.message());
-      }
+      http::status status;
+      const std::string body = bad_head_answer(rec, status);
       co_await write_local(watch, sc->head, 11, status, body, nullptr, false,
                            duration_of(limits.body_timeout));
       co_return;
@@ -108,19 +142,8 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
 
     const policy::route& route =
         snap->router.match({sv(req.method_string()), sc->path, &header_of, &req.base()});
-    std::array<std::string_view, 8> forwarded;
-    std::size_t n_forwarded = 0;
-    const auto [xff_first, xff_last] = req.base().equal_range("X-Forwarded-For");
-    for (auto f = xff_first; f != xff_last; ++f) {
-      // Only the rightmost values matter: the walk stops at the first untrusted hop.
-      if (n_forwarded == forwarded.size()) {
-        std::move(forwarded.begin() + 1, forwarded.end(), forwarded.begin());
-        --n_forwarded;
-      }
-      forwarded[n_forwarded++] = sv(f->value());
-    }
-    const core::address client_addr = policy::client_address(
-        peer, std::span(forwarded.data(), n_forwarded), snap->config.trusted_proxies);
+    const core::address client_addr =
+        client_address_of(req.base(), peer, snap->config.trusted_proxies);
 
     const auto& category = *route.category;
     const std::string_view identity = category.identity_header.empty()
@@ -135,18 +158,7 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
     w.counters.limiter_check.observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count(),
         metrics::limiter_buckets);
-    const std::uint16_t category_metric = snap->metric_of(category);
-    w.counters
-        .requests[category_metric][static_cast<std::size_t>(
-            d.admitted ? metrics::decision::allowed : metrics::decision::limited)]
-        .add();
-    if (!d.admitted) {
-      const auto& binding = d.limits[d.binding];
-      w.counters
-          .rate_limited[category_metric][static_cast<std::size_t>(lreq.groups[binding.group].lvl)]
-                       [static_cast<std::size_t>(binding.tier)]
-          .add();
-    }
+    count_decision(w.counters, snap->metric_of(category), lreq, d);
     policy::describe(lreq, d, category, client_addr.family(), sc->fields);
 
     bool stay = false;
