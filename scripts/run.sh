@@ -15,9 +15,10 @@ trap 'kill "$echo_pid" 2>/dev/null || true' EXIT
 
 cat <<'MSG'
 
-Tollgate is starting on port 8080 (admin 127.0.0.1:9090 comes with a later release). Try:
+Tollgate is starting on port 8080; metrics and health on 127.0.0.1:9090. Try:
   curl -i localhost:8080/api/profiles/x                       # general: 20/s, burst 50
   for i in $(seq 7); do curl -s -o /dev/null -w '%{http_code} ' -X POST localhost:8080/api/auth/login; done
                                                               # auth: burst 5, then 429
+  curl -s localhost:9090/metrics | grep tollgate_requests_total
 MSG
 build/tollgate --config config/gateway.yaml
