@@ -149,7 +149,7 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
           timeout, upstream_cfg.name,
           timeout ? "did not accept a connection in time" : "refused the connection");
       const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
-      co_return co_await write_local(watch, sc.head, r.version, status, body, &sc.fields,
+      co_return co_await write_local(watch, sc, r.version, status, body, &sc.fields,
                                      r.keep_alive && replayable, body_timeout);
     }
     if (expects_continue && !parser.is_done()) {
@@ -166,8 +166,8 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
     if (ec == http::error::body_limit) {
       // The upstream saw a truncated body; that connection is beyond saving.
       std::string body = problem_body(413, "Content Too Large", "request body too large");
-      co_await write_local(watch, sc.head, r.version, http::status::payload_too_large, body,
-                           &sc.fields, false, body_timeout);
+      co_await write_local(watch, sc, r.version, http::status::payload_too_large, body, &sc.fields,
+                           false, body_timeout);
       co_return false;
     }
     if (!ec) {
@@ -192,13 +192,14 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
     std::string body = upstream_problem(
         timeout, upstream_cfg.name, timeout ? "did not answer in time" : "failed: " + ec.message());
     const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
-    co_return co_await write_local(watch, sc.head, r.version, status, body, &sc.fields,
+    co_return co_await write_local(watch, sc, r.version, status, body, &sc.fields,
                                    r.keep_alive && parser.is_done(), body_timeout);
   }
 
   w.counters.upstream_duration[upstream_metric].observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count(),
       metrics::upstream_buckets);
+  sc.status = rp->get().result_int();
   const client_framing framing =
       render_client_head(sc.head, *rp, r.version, r.keep_alive, head_request, sc.fields);
   const error_code ec =

@@ -15,10 +15,12 @@ std::string problem_body(int status, std::string_view title, std::string_view de
   return out;
 }
 
-asio::awaitable<bool> write_local(deadline_watch& watch, std::string& head, unsigned version,
+asio::awaitable<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned version,
                                   http::status status, std::string_view body,
                                   const policy::rate_limit_fields* rate_limit, bool keep_alive,
                                   std::chrono::nanoseconds timeout) {
+  sc.status = static_cast<unsigned>(status);
+  std::string& head = sc.head;
   head.clear();
   head += version < 11 ? "HTTP/1.0 " : "HTTP/1.1 ";
   head += std::to_string(static_cast<unsigned>(status));

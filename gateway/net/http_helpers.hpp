@@ -23,6 +23,7 @@ struct connection_scratch {
   std::string client_text;           ///< X-Real-IP of the current request when not the peer
   std::array<char, 16 * 1024> body;  ///< one chunk of a body being relayed
   std::string head;                  ///< the head being sent (upstream or client)
+  unsigned status = 0;  ///< status of the response sent for the current request (access log)
 };
 
 /// Beast's string view as a standard one.
@@ -53,10 +54,10 @@ bool parse_buffered(http::parser<isRequest, Body>& parser, beast::flat_buffer& b
 /// An RFC 9457 problem+json body; `detail` must not need JSON escaping.
 std::string problem_body(int status, std::string_view title, std::string_view detail);
 
-/// Writes a problem+json response made by the gateway itself, its head rendered into `head`
-/// and sent with `body` in one write. `body` must stay alive until this completes. Returns
-/// whether the connection stays open.
-asio::awaitable<bool> write_local(deadline_watch& watch, std::string& head, unsigned version,
+/// Writes a problem+json response made by the gateway itself, its head rendered into the
+/// connection's head buffer and sent with `body` in one write; records its status. `body`
+/// must stay alive until this completes. Returns whether the connection stays open.
+asio::awaitable<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned version,
                                   http::status status, std::string_view body,
                                   const policy::rate_limit_fields* rate_limit, bool keep_alive,
                                   std::chrono::nanoseconds timeout);

@@ -3,6 +3,8 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include <spdlog/spdlog.h>
+
 #include "gateway/net/deadline.hpp"
 #include "gateway/net/forward.hpp"
 #include "gateway/net/http_helpers.hpp"
@@ -125,18 +127,21 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
       // Named before the co_await (GCC 12 mishandles temporaries in co_await arguments).
       http::status status;
       const std::string body = bad_head_answer(rec, status);
-      co_await write_local(watch, sc->head, 11, status, body, nullptr, false,
+      co_await write_local(watch, *sc, 11, status, body, nullptr, false,
                            duration_of(limits.body_timeout));
       co_return;
     }
     const worker_count busy(w.in_flight);  // graceful stop waits for these
+    const bool access_log = snap->config.logging.access_log;
+    const auto started =
+        access_log ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     auto& req = parser.get();
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();
     if (!policy::normalize_path(sv(req.target()), sc->path)) {
       std::string body = problem_body(400, "Bad Request", "malformed request target");
-      co_await write_local(watch, sc->head, version, http::status::bad_request, body, nullptr,
-                           false, duration_of(limits.body_timeout));
+      co_await write_local(watch, *sc, version, http::status::bad_request, body, nullptr, false,
+                           duration_of(limits.body_timeout));
       co_return;
     }
 
@@ -164,12 +169,21 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
     bool stay = false;
     if (!d.admitted) {
       // The body, if any, is not read: close afterwards rather than parse what we refuse.
-      stay = co_await write_local(watch, sc->head, version, http::status::too_many_requests,
+      stay = co_await write_local(watch, *sc, version, http::status::too_many_requests,
                                   sc->fields.body, &sc->fields, keep_alive && parser.is_done(),
                                   duration_of(limits.body_timeout));
     } else {
       const forward_request fr{*snap, route, peer, client_addr, l.tls, keep_alive, version};
       stay = co_await forward(w, fr, watch, buffer, parser, *sc);
+    }
+    if (access_log) {
+      // Formatted only when asked for: nothing is built per request otherwise.
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+              .count();
+      spdlog::info("access {} \"{} {} HTTP/{}.{}\" {} category={} decision={} {:.3f}ms",
+                   client_addr.to_string(), sv(req.method_string()), sv(req.target()), version / 10,
+                   version % 10, sc->status, category.name, d.admitted ? "allowed" : "limited", ms);
     }
     if (!stay) {
       client.socket().shutdown(tcp::socket::shutdown_send, ec);

@@ -270,6 +270,26 @@ TEST_CASE("an unreachable upstream gives 502, a silent one 504, and the gateway 
   CHECK(request(f.gw.port, get("/fine")).status == 200);
 }
 
+TEST_CASE("the access log has one line per request when enabled", "[integration]") {
+  echo_server echo;
+  std::string yaml = with_dead(gateway_yaml, closed_port());
+  yaml += "logging: { level: info, access_log: true }\n";
+  gateway gw(yaml, policy_yaml, echo.port);
+  CHECK(request(gw.port, get("/strict/a?x=1")).status == 200);
+  for (int i = 0; i < 3; ++i)
+    request(gw.port, get("/strict/a"));
+  const auto first = gw.process->wait_for_line("access ");
+  CHECK(
+      first.find(
+          R"(access 127.0.0.1 "GET /strict/a?x=1 HTTP/1.1" 200 category=strict decision=allowed)") !=
+      std::string::npos);
+  std::string last;
+  for (int i = 0; i < 3; ++i)
+    last = gw.process->wait_for_line("access ");
+  CHECK(last.find(R"("GET /strict/a HTTP/1.1" 429 category=strict decision=limited)") !=
+        std::string::npos);
+}
+
 TEST_CASE("a real curl sees the rate-limit headers", "[integration]") {
   fixture f;
   const std::string cmd =
