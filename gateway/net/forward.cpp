@@ -106,66 +106,70 @@ void upstream_head(const http::request_parser<http::buffer_body>& parser, const 
 
 }  // namespace
 
-asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
-                              beast::flat_buffer& client_buffer,
-                              http::request_parser<http::buffer_body>& parser,
-                              connection_scratch& sc) {
-  beast::tcp_stream& client = watch.client;
-  // Whatever way this returns, the upstream connection is pooled or gone: the watchdog must
-  // not hold on to it.
-  struct forget_upstream {
-    deadline_watch& w;
-    ~forget_upstream() { w.drop_upstream(); }
-  } const forget{watch};
-  const auto& limits = r.snap.config.limits;
-  const auto& upstream_cfg = r.snap.config.upstreams[r.route.upstream];
-  const auto response_timeout = duration_of(upstream_cfg.response_timeout);
-  const auto body_timeout = duration_of(limits.body_timeout);
+namespace {
+
+using response_parser = http::response_parser<http::buffer_body>;
+
+/// Answers a failed upstream exchange with 502 or 504 and counts it. Returns whether the
+/// client connection stays open.
+asio::awaitable<bool> answer_failure(worker& w, const forward_request& r, deadline_watch& watch,
+                                     connection_scratch& sc, metrics::upstream_error kind,
+                                     std::string what, bool keep_alive) {
+  w.counters
+      .upstream_errors[r.snap.upstream_metric[r.route.upstream]][static_cast<std::size_t>(kind)]
+      .add();
+  const bool timeout = kind == metrics::upstream_error::timeout;
+  // Named before the co_await: GCC 12 destroys temporaries of a conditional expression inside
+  // a co_await argument list twice.
+  const std::string body =
+      upstream_problem(timeout, r.snap.config.upstreams[r.route.upstream].name, what);
+  const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
+  co_return co_await write_local(watch, sc, r.version, status, body, &sc.fields, keep_alive,
+                                 duration_of(r.snap.config.limits.body_timeout));
+}
+
+/// Sends the request (head in `sc.head`, body from the client) and reads the response head
+/// into `rp`. Returns nothing when the response head is there; otherwise the failure was
+/// already answered and the value says whether the client connection stays open.
+asio::awaitable<std::optional<bool>> exchange_head(
+    worker& w, const forward_request& r, deadline_watch& watch, beast::flat_buffer& client_buffer,
+    http::request_parser<http::buffer_body>& parser, connection_scratch& sc,
+    std::unique_ptr<upstream_connection>& conn, std::optional<response_parser>& rp) {
+  const auto response_timeout =
+      duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout);
+  const auto body_timeout = duration_of(r.snap.config.limits.body_timeout);
   const auto& req = parser.get();
-  const bool head_request = req.method() == http::verb::head;
   // The gateway answers "Expect: 100-continue" itself once the request is admitted.
   const bool expects_continue = beast::iequals(req[http::field::expect], "100-continue");
-  upstream_head(parser, r, sc);
-
   // A request without a body can be sent again on a fresh connection when a pooled one turns
   // out to have been closed by the upstream; one with a body cannot (it is streamed once).
   const bool replayable = parser.is_done();
-  const std::uint16_t upstream_metric = r.snap.upstream_metric[r.route.upstream];
-  const auto exchange_start = std::chrono::steady_clock::now();
-  std::unique_ptr<upstream_connection> conn;
-  std::optional<http::response_parser<http::buffer_body>> rp;  // parsers cannot be reassigned
   for (int attempt = 0;; ++attempt) {
     connect_failure why;
     conn = co_await w.pool.acquire(r.snap, r.route.upstream, watch, why);
     if (!conn) {
       const bool timeout = why == connect_failure::timeout;
-      w.counters
-          .upstream_errors[upstream_metric][static_cast<std::size_t>(
-              timeout ? metrics::upstream_error::timeout : metrics::upstream_error::connect)]
-          .add();
-      // Built before the co_await: GCC 12 destroys temporaries of a conditional expression
-      // inside a co_await argument list twice.
-      std::string body = upstream_problem(
-          timeout, upstream_cfg.name,
-          timeout ? "did not accept a connection in time" : "refused the connection");
-      const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
-      co_return co_await write_local(watch, sc, r.version, status, body, &sc.fields,
-                                     r.keep_alive && replayable, body_timeout);
+      // Named before the co_await (GCC 12 and temporaries of ?: in co_await arguments).
+      std::string what = timeout ? "did not accept a connection in time" : "refused the connection";
+      const auto kind =
+          timeout ? metrics::upstream_error::timeout : metrics::upstream_error::connect;
+      co_return co_await answer_failure(w, r, watch, sc, kind, std::move(what),
+                                        r.keep_alive && replayable);
     }
     if (expects_continue && !parser.is_done()) {
       static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
       watch.client_for(body_timeout);
       auto [cec, cn] = co_await asio::async_write(
-          client, asio::buffer(continue_line.data(), continue_line.size()), use_tuple);
+          watch.client, asio::buffer(continue_line.data(), continue_line.size()), use_tuple);
       if (cec) co_return false;
     }
     // The head goes with the first piece of the body: one system call where two would do.
-    error_code ec =
-        co_await relay<true>(client, client_buffer, parser, conn->stream, sc.head, parser.chunked(),
-                             sc.body, watch, *conn, body_timeout, response_timeout);
+    error_code ec = co_await relay<true>(watch.client, client_buffer, parser, conn->stream, sc.head,
+                                         parser.chunked(), sc.body, watch, *conn, body_timeout,
+                                         response_timeout);
     if (ec == http::error::body_limit) {
       // The upstream saw a truncated body; that connection is beyond saving.
-      std::string body = problem_body(413, "Content Too Large", "request body too large");
+      const std::string body = problem_body(413, "Content Too Large", "request body too large");
       co_await write_local(watch, sc, r.version, http::status::payload_too_large, body, &sc.fields,
                            false, body_timeout);
       co_return false;
@@ -174,37 +178,56 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
       rp.emplace();
       rp->body_limit(boost::none);  // responses are streamed, never held
       rp->header_limit(64 * 1024);
-      if (head_request) rp->skip(true);
+      if (req.method() == http::verb::head) rp->skip(true);
       watch.upstream_for(conn.get(), response_timeout);
       auto [rec, rn] = co_await http::async_read_header(conn->stream, conn->buffer, *rp, use_tuple);
       ec = rec;
     }
-    if (!ec) break;
+    if (!ec) co_return std::nullopt;
     if (conn->reused && replayable && attempt == 0 && !watch.upstream_timed_out) {
       continue;  // a stale pooled connection: once more on a fresh one
     }
     w.pool.failed(r.snap, conn->upstream, conn->endpoint);
     const bool timeout = watch.upstream_timed_out;  // the watchdog closed it
-    w.counters
-        .upstream_errors[upstream_metric][static_cast<std::size_t>(
-            timeout ? metrics::upstream_error::timeout : metrics::upstream_error::reset)]
-        .add();
-    std::string body = upstream_problem(
-        timeout, upstream_cfg.name, timeout ? "did not answer in time" : "failed: " + ec.message());
-    const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
-    co_return co_await write_local(watch, sc, r.version, status, body, &sc.fields,
-                                   r.keep_alive && parser.is_done(), body_timeout);
+    std::string what = timeout ? std::string("did not answer in time") : "failed: " + ec.message();
+    const auto kind = timeout ? metrics::upstream_error::timeout : metrics::upstream_error::reset;
+    co_return co_await answer_failure(w, r, watch, sc, kind, std::move(what),
+                                      r.keep_alive && parser.is_done());
   }
+}
 
-  w.counters.upstream_duration[upstream_metric].observe(
+}  // namespace
+
+asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
+                              beast::flat_buffer& client_buffer,
+                              http::request_parser<http::buffer_body>& parser,
+                              connection_scratch& sc) {
+  // Whatever way this returns, the upstream connection is pooled or gone: the watchdog must
+  // not hold on to it.
+  struct forget_upstream {
+    deadline_watch& w;
+    ~forget_upstream() { w.drop_upstream(); }
+  } const forget{watch};
+  upstream_head(parser, r, sc);
+  const auto exchange_start = std::chrono::steady_clock::now();
+  std::unique_ptr<upstream_connection> conn;
+  std::optional<response_parser> rp;  // parsers cannot be reassigned: one per attempt
+  if (const auto answered =
+          co_await exchange_head(w, r, watch, client_buffer, parser, sc, conn, rp)) {
+    co_return *answered;
+  }
+  w.counters.upstream_duration[r.snap.upstream_metric[r.route.upstream]].observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count(),
       metrics::upstream_buckets);
+
   sc.status = rp->get().result_int();
+  const bool head_request = parser.get().method() == http::verb::head;
   const client_framing framing =
       render_client_head(sc.head, *rp, r.version, r.keep_alive, head_request, sc.fields);
-  const error_code ec =
-      co_await relay<false>(conn->stream, conn->buffer, *rp, client, sc.head, framing.chunked,
-                            sc.body, watch, *conn, response_timeout, body_timeout);
+  const error_code ec = co_await relay<false>(
+      conn->stream, conn->buffer, *rp, watch.client, sc.head, framing.chunked, sc.body, watch,
+      *conn, duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout),
+      duration_of(r.snap.config.limits.body_timeout));
   // Mid-body failures cannot be reported any more: the head is gone. Close.
   if (ec) co_return false;
   if (rp->keep_alive()) w.pool.release(r.snap, std::move(conn));
