@@ -222,6 +222,29 @@ int run_with_input(const std::vector<std::string>& argv, const std::string& inpu
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+std::chrono::milliseconds time_until_closed(std::uint16_t port, const std::string& raw,
+                                            std::chrono::milliseconds limit) {
+  asio::io_context io;
+  tcp::socket socket(io);
+  socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  const auto start = std::chrono::steady_clock::now();
+  if (!raw.empty()) asio::write(socket, asio::buffer(raw));
+  const auto deadline = start + limit;
+  char buf[4096];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::chrono::milliseconds(-1);
+    pollfd p{socket.native_handle(), POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t n = ::recv(socket.native_handle(), buf, sizeof buf, 0);
+    if (n <= 0) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - start);
+    }
+  }
+}
+
 std::uint16_t free_port() {
   asio::io_context io;
   tcp::acceptor a(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));

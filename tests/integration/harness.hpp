@@ -96,6 +96,12 @@ struct gateway {
 int run_with_input(const std::vector<std::string>& argv, const std::string& input,
                    std::string& output);
 
+/// Connects to 127.0.0.1:port, sends `raw`, reads (and drops) whatever comes back, and
+/// returns how long it took the server to close the connection, or -1 ms if it had not
+/// closed it within `limit`.
+std::chrono::milliseconds time_until_closed(std::uint16_t port, const std::string& raw,
+                                            std::chrono::milliseconds limit);
+
 /// A loopback TCP port that was free a moment ago.
 std::uint16_t free_port();
 

@@ -291,6 +291,30 @@ TEST_CASE("the access log has one line per request when enabled", "[integration]
         std::string::npos);
 }
 
+TEST_CASE("a slow head and an idle keep-alive connection are closed on time", "[integration]") {
+  echo_server echo;
+  std::string yaml = with_dead(gateway_yaml, closed_port());
+  const std::string before = "header_timeout: 2s, keepalive_timeout: 5s";
+  yaml.replace(yaml.find(before), before.size(), "header_timeout: 1s, keepalive_timeout: 2s");
+  gateway gw(yaml, policy_yaml, echo.port);
+  // Slowloris: a head that never ends is cut at the header timeout (the watchdog checks at
+  // least once a second, so allow one second more).
+  auto took = time_until_closed(gw.port, "GET / HTTP/1.1\r\nHost: t\r\nX-Slow: 1\r\n",
+                                std::chrono::seconds(5));
+  CHECK(took >= std::chrono::milliseconds(900));
+  CHECK(took <= std::chrono::milliseconds(2500));
+  // A connection that asked for nothing at all is also bounded by the header timeout.
+  took = time_until_closed(gw.port, "", std::chrono::seconds(5));
+  CHECK(took >= std::chrono::milliseconds(900));
+  CHECK(took <= std::chrono::milliseconds(2500));
+  // After a complete exchange, an idle keep-alive connection lasts the keep-alive timeout.
+  took = time_until_closed(gw.port, get("/x"), std::chrono::seconds(6));
+  CHECK(took >= std::chrono::milliseconds(1900));
+  CHECK(took <= std::chrono::milliseconds(3500));
+  // And the gateway still serves.
+  CHECK(request(gw.port, get("/after")).status == 200);
+}
+
 TEST_CASE("a real curl sees the rate-limit headers", "[integration]") {
   fixture f;
   const std::string cmd =
