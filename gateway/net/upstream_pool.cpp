@@ -1,5 +1,7 @@
 #include "gateway/net/upstream_pool.hpp"
 
+#include <spdlog/spdlog.h>
+
 namespace tollgate::net {
 
 namespace {
@@ -81,7 +83,17 @@ void upstream_pool::failed(const snapshot& s, std::size_t u, std::size_t endpoin
   endpoint_state& es = state(s, u).endpoints[endpoint];
   es.idle.clear();
   const auto& cfg = s.config.upstreams[u];
-  if (++es.failures >= cfg.max_failures) {
+  const auto& ep = s.upstream_endpoints[u][endpoint];
+  // The first failure of a streak and each ejection are logged; the rest only counted
+  // (tollgate_upstream_errors_total), so a dead upstream does not flood the log.
+  if (++es.failures == 1) {
+    spdlog::warn("upstream {} endpoint {}:{} failed", cfg.name, ep.address().to_string(),
+                 ep.port());
+  }
+  if (es.failures >= cfg.max_failures) {
+    spdlog::warn("upstream {} endpoint {}:{} ejected for {} ms after {} consecutive failures",
+                 cfg.name, ep.address().to_string(), ep.port(), cfg.ejection_time / 1'000'000,
+                 es.failures);
     es.failures = 0;
     es.ejected_until = clock::now() + as_duration(cfg.ejection_time);
   }
