@@ -80,14 +80,6 @@ policies: [$2]
 logging: { level: warn }
 YAML
 }
-cat > "$work/open.yaml" <<YAML
-categories:
-  general:
-    limits:
-      # 1M/s with a burst of 1M: a tolerance of one second, like nginx's open zones above.
-      ipv4_individual: { short: { rate: 1000000/s, burst: 1000000 }, long: { rate: 1000000000/h, burst: 1000000 } }
-      ipv4_network:    { short: { rate: 1000000/s, burst: 1000000 }, long: { rate: 1000000000/h, burst: 1000000 } }
-YAML
 cat > "$work/limited.yaml" <<YAML
 categories:
   general:
@@ -95,7 +87,7 @@ categories:
       ipv4_individual: { short: { rate: 1/h, burst: 50 }, long: { rate: 1/h, burst: 500 } }
       ipv4_network:    { short: { rate: 1/h, burst: 250 }, long: { rate: 1/h, burst: 5000 } }
 YAML
-tollgate_conf "$tg" "$work/open.yaml" > "$work/tollgate.yaml"
+tollgate_conf "$tg" "$PWD/bench/open-policy.yaml" > "$work/tollgate.yaml"
 tollgate_conf "$tg_limited" "$work/limited.yaml" > "$work/tollgate-limited.yaml"
 for c in tollgate tollgate-limited; do
   build/tollgate --config "$work/$c.yaml" >"$work/$c.log" 2>&1 & pids+=($!)

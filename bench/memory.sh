@@ -21,20 +21,13 @@ trap cleanup EXIT
 build/tollgate-echo --port 0 --threads 2 >"$work/echo.log" & pids+=($!)
 for _ in $(seq 50); do grep -q listening "$work/echo.log" && break; sleep 0.1; done
 up=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/echo.log" | head -1)
-cat > "$work/policy.yaml" <<YAML
-categories:
-  general:
-    limits:
-      ipv4_individual: { short: { rate: 1000000/s, burst: 1000000 }, long: { rate: 1000000000/h, burst: 1000000 } }
-      ipv4_network:    { short: { rate: 1000000/s, burst: 1000000 }, long: { rate: 1000000000/h, burst: 1000000 } }
-YAML
 cat > "$work/gateway.yaml" <<YAML
 listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
 admin: { address: 127.0.0.1, port: 0 }
 workers: 2
 upstreams: { app: { endpoints: ["127.0.0.1:$up"] } }
 default_route: { category: general, upstream: app }
-policies: [$work/policy.yaml]
+policies: [$PWD/bench/open-policy.yaml]
 logging: { level: info }
 YAML
 build/tollgate --config "$work/gateway.yaml" >"$work/tollgate.log" 2>&1 & tg=$!; pids+=($tg)

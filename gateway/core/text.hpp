@@ -2,6 +2,9 @@
 /// Small ASCII helpers for protocol text (header names and values, tokens).
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace tollgate::core {
@@ -16,6 +19,13 @@ constexpr bool iequals(std::string_view a, std::string_view b) noexcept {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return ascii_lower(x) == ascii_lower(y);
          });
+}
+
+/// Appends `v` in decimal, without the allocation of std::to_string.
+inline void append_decimal(std::string& out, std::int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
 }
 
 /// `s` without leading and trailing spaces and tabs.

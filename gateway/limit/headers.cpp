@@ -1,16 +1,10 @@
 #include "gateway/limit/headers.hpp"
 
-#include <charconv>
+#include "gateway/core/text.hpp"
 
 namespace tollgate::limit {
 
 namespace {
-
-void append_int(std::string& out, std::int64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
 
 void append_name(std::string& out, level l, tier t) {
   out += '"';
@@ -45,9 +39,9 @@ std::string_view rejection_reason(tier t) noexcept {
 void append_ratelimit_field(std::string& out, const binding_view& b, nanos now) {
   append_name(out, b.lvl, b.which);
   out += ";r=";
-  append_int(out, b.remaining);
+  core::append_decimal(out, b.remaining);
   out += ";t=";
-  append_int(out, core::ceil_seconds(b.reset - now));
+  core::append_decimal(out, core::ceil_seconds(b.reset - now));
 }
 
 std::string policy_field(std::span<const limit_group> groups) {
@@ -59,9 +53,9 @@ std::string policy_field(std::span<const limit_group> groups) {
       if (!out.empty()) out += ", ";
       append_name(out, g.lvl, static_cast<tier>(t));
       out += ";q=";
-      append_int(out, p.burst);
+      core::append_decimal(out, p.burst);
       out += ";w=";
-      append_int(out, gcra_window_seconds(p));
+      core::append_decimal(out, gcra_window_seconds(p));
     }
   }
   return out;

@@ -48,7 +48,6 @@ struct limit_outcome {
 /// The answer: admitted or not, and every limit's outcome for the response headers.
 struct decision {
   bool admitted = false;                         ///< every limit allowed and all were committed
-  bool degraded = false;                         ///< the store could not answer (fail mode used)
   std::uint8_t count = 0;                        ///< used entries of `limits`
   std::uint8_t binding = 0;                      ///< index of the binding limit (DESIGN §4)
   std::array<limit_outcome, max_limits> limits;  ///< in request order

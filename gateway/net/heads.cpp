@@ -1,7 +1,6 @@
 #include "gateway/net/heads.hpp"
 
 #include <array>
-#include <charconv>
 
 #include "gateway/core/text.hpp"
 #include "gateway/net/http_helpers.hpp"
@@ -15,12 +14,6 @@ void append_line(std::string& out, std::string_view name, std::string_view value
   out += ": ";
   out += value;
   out += "\r\n";
-}
-
-void append_number(std::string& out, std::uint64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
 }
 
 /// Appends the end-to-end fields of `f`: not hop-by-hop, not named by Connection, not framing
@@ -103,7 +96,7 @@ void render_upstream_head(std::string& out, const http::request_parser<http::buf
     out += "Transfer-Encoding: chunked\r\n";
   } else if (const auto length = parser.content_length()) {
     out += "Content-Length: ";
-    append_number(out, *length);
+    core::append_decimal(out, static_cast<std::int64_t>(*length));
     out += "\r\n";
   }
   out += "\r\n";
@@ -117,7 +110,7 @@ client_framing render_client_head(std::string& out,
   const unsigned status = res.result_int();
   out.clear();
   out += version < 11 ? "HTTP/1.0 " : "HTTP/1.1 ";
-  append_number(out, status);
+  core::append_decimal(out, status);
   out += ' ';
   const std::string_view reason = sv(res.reason());
   out += reason.empty() ? sv(http::obsolete_reason(res.result())) : reason;
@@ -133,12 +126,12 @@ client_framing render_client_head(std::string& out,
     // No body follows; a HEAD answer keeps the length the GET would have had.
     if (const auto length = parser.content_length(); length && head_request) {
       out += "Content-Length: ";
-      append_number(out, *length);
+      core::append_decimal(out, static_cast<std::int64_t>(*length));
       out += "\r\n";
     }
   } else if (const auto length = parser.content_length(); length && !parser.chunked()) {
     out += "Content-Length: ";
-    append_number(out, *length);
+    core::append_decimal(out, static_cast<std::int64_t>(*length));
     out += "\r\n";
   } else if (version >= 11) {
     framing.chunked = true;  // length unknown: chunked for HTTP/1.1

@@ -1,5 +1,6 @@
 #include "gateway/net/http_helpers.hpp"
 
+#include "gateway/core/text.hpp"
 #include "gateway/net/heads.hpp"
 
 namespace tollgate::net {
@@ -23,13 +24,13 @@ asio::awaitable<bool> write_local(deadline_watch& watch, connection_scratch& sc,
   std::string& head = sc.head;
   head.clear();
   head += version < 11 ? "HTTP/1.0 " : "HTTP/1.1 ";
-  head += std::to_string(static_cast<unsigned>(status));
+  core::append_decimal(head, static_cast<std::int64_t>(status));
   head += ' ';
   head += sv(http::obsolete_reason(status));
   head += "\r\nServer: tollgate\r\nContent-Type: application/problem+json\r\n";
   if (rate_limit != nullptr) append_rate_limit_fields(head, *rate_limit);
   head += "Content-Length: ";
-  head += std::to_string(body.size());
+  core::append_decimal(head, static_cast<std::int64_t>(body.size()));
   head += "\r\n";
   if (version >= 11 && !keep_alive) head += "Connection: close\r\n";
   if (version < 11 && keep_alive) head += "Connection: keep-alive\r\n";

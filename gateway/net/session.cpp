@@ -33,8 +33,9 @@ std::string_view header_of(const void* fields, std::string_view name) {
 
 /// Whether a read error is a normal end of the connection rather than a bad request.
 bool is_ending(const error_code& ec) noexcept {
-  return ec == http::error::end_of_stream || ec == beast::error::timeout ||
-         ec == asio::error::eof || ec == asio::error::connection_reset ||
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset ||
+         // The deadline watchdog ends a timed-out phase by closing the socket.
          ec == asio::error::operation_aborted;
 }
 

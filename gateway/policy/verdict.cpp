@@ -1,7 +1,6 @@
 #include "gateway/policy/verdict.hpp"
 
-#include <charconv>
-
+#include "gateway/core/text.hpp"
 #include "gateway/limit/headers.hpp"
 
 namespace tollgate::policy {
@@ -9,9 +8,8 @@ namespace tollgate::policy {
 namespace {
 
 void assign_int(std::string& out, std::int64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.assign(buf, r.ptr);
+  out.clear();  // keeps the capacity: no allocation per request
+  core::append_decimal(out, v);
 }
 
 }  // namespace
