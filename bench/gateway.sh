@@ -94,13 +94,28 @@ for c in tollgate tollgate-limited; do
 done
 for p in "$ng" "$ng_limited" "$tg" "$tg_limited"; do wait_port "$p"; done
 
-# wrk's summary -> "rps p50 p99" (latencies in ms).
+# CPU time (utime + stime, clock ticks) of a process and its children (nginx's workers).
+cpu_ticks() {
+  local total=0 pid
+  for pid in "$1" $(pgrep -P "$1" || true); do
+    [ -r "/proc/$pid/stat" ] || continue
+    total=$((total + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat")))
+  done
+  echo "$total"
+}
+# wrk's summary -> "rps p50 p99 non2xx cpu_us_per_request" (latencies in ms); $2 is the pid of
+# the process under test (0: none), whose CPU time per request is measured over the run.
 measure() {
-  wrk -t2 -c"$connections" -d"${duration}s" --latency "http://127.0.0.1:$1/api/profiles/x" 2>&1 |
-    awk 'function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
-         /^ +50%/ { p50 = ms($2) } /^ +99%/ { p99 = ms($2) } /^Requests\/sec/ { rps = $2 }
-         /Non-2xx/ { non2xx = $NF }
-         END { printf "%.0f %.3f %.3f %s\n", rps, p50, p99, (non2xx == "" ? 0 : non2xx) }'
+  local before after
+  before=$(cpu_ticks "$2")
+  wrk -t2 -c"$connections" -d"${duration}s" --latency "http://127.0.0.1:$1/api/profiles/x" >"$work/wrk.out" 2>&1
+  after=$(cpu_ticks "$2")
+  awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" -v secs="$duration" \
+    'function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+     /^ +50%/ { p50 = ms($2) } /^ +99%/ { p99 = ms($2) } /^Requests\/sec/ { rps = $2 }
+     /Non-2xx/ { non2xx = $NF }
+     END { printf "%.0f %.3f %.3f %s %.1f\n", rps, p50, p99, (non2xx == "" ? 0 : non2xx),
+                  (rps > 0 ? ticks / hz * 1e6 / (rps * secs) : 0) }' "$work/wrk.out"
 }
 # Warm every path (pools, caches), then measure.
 for p in "$up" "$ng" "$tg"; do wrk -t1 -c8 -d1s "http://127.0.0.1:$p/" >/dev/null 2>&1 || true; done
@@ -109,20 +124,21 @@ declare -A result
 for round in 1 2; do
   for target in upstream nginx tollgate nginx_429 tollgate_429; do
     case $target in
-      upstream) port=$up ;; nginx) port=$ng ;; tollgate) port=$tg ;;
-      nginx_429) port=$ng_limited ;; tollgate_429) port=$tg_limited ;;
+      upstream) port=$up pid=${pids[0]} ;; nginx) port=$ng pid=${pids[1]} ;;
+      tollgate) port=$tg pid=${pids[3]} ;; nginx_429) port=$ng_limited pid=${pids[2]} ;;
+      tollgate_429) port=$tg_limited pid=${pids[4]} ;;
     esac
-    result[$target.$round]=$(measure "$port")
+    result[$target.$round]=$(measure "$port" "$pid")
   done
 done
 
 echo
 echo "== gateway benchmark: wrk -t2 -c$connections -d${duration}s, $workers workers each, $(nproc) cores, $(date -u +%F)"
-printf '%-34s %12s %10s %10s %10s\n' "" "requests/s" "p50 ms" "p99 ms" "non-2xx"
+printf '%-26s %12s %10s %10s %10s %12s\n' "" "requests/s" "p50 ms" "p99 ms" "non-2xx" "CPU us/req"
 for target in upstream nginx tollgate nginx_429 tollgate_429; do
   for round in 1 2; do
-    read -r rps p50 p99 bad <<<"${result[$target.$round]}"
-    printf '%-34s %12s %10s %10s %10s\n' "$target (round $round)" "$rps" "$p50" "$p99" "$bad"
+    read -r rps p50 p99 bad cpu <<<"${result[$target.$round]}"
+    printf '%-26s %12s %10s %10s %10s %12s\n' "$target (round $round)" "$rps" "$p50" "$p99" "$bad" "$cpu"
   done
 done
 best() { for r in 1 2; do echo "${result[$1.$r]}"; done | sort -n | tail -1; }
@@ -135,3 +151,6 @@ awk -v a="$t_rps" -v b="$n_rps" 'BEGIN { printf "throughput Tollgate / nginx (be
 awk -v a="$t_p99" -v b="$n_p99" 'BEGIN { printf "p99 latency Tollgate / nginx:              %.2fx\n", a / b }'
 awk -v a="$t429_rps" -v b="$t_rps" 'BEGIN { printf "Tollgate 429 rate / proxied rate:          %.2fx\n", a / b }'
 awk -v a="$t429_rps" -v b="$n429_rps" 'BEGIN { printf "429 rate Tollgate / nginx:                 %.2fx\n", a / b }'
+mean_cpu() { for r in 1 2; do echo "${result[$1.$r]}"; done | awk '{ s += $5 } END { printf "%.1f", s / NR }'; }
+awk -v a="$(mean_cpu tollgate)" -v b="$(mean_cpu nginx)" \
+  'BEGIN { printf "CPU per proxied request Tollgate / nginx:  %.2fx (%s / %s us)\n", a / b, a, b }'

@@ -14,6 +14,16 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
+/// Every worker's io_context runs on one thread, so the data path names its executor's type
+/// exactly: no type-erased executor is copied, compared or dispatched through per operation.
+using executor = asio::io_context::executor_type;
+using tcp_socket = tcp::socket::rebind_executor<executor>::other;
+using tcp_acceptor = tcp::acceptor::rebind_executor<executor>::other;
+using timer = asio::steady_timer::rebind_executor<executor>::other;
+/// A coroutine of the data path, bound to its worker's io_context.
+template <class T>
+using task = asio::awaitable<T, executor>;
+
 /// The completion token of every awaited operation: errors come back as values, never thrown.
 inline constexpr auto use_tuple = asio::as_tuple(asio::deferred);
 

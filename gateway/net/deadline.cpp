@@ -4,24 +4,24 @@
 
 namespace tollgate::net {
 
-asio::awaitable<void> watch_deadline(deadline_watch& w) {
+task<void> watch_deadline(deadline_watch& w) {
   using clock = deadline_watch::clock;
   // A deadline may move earlier than the time the timer is armed for (a short header timeout
   // after a long keep-alive pause); waking at least once a second notices that in time.
   constexpr auto longest_sleep = std::chrono::seconds(1);
-  asio::steady_timer timer(co_await asio::this_coro::executor);
+  timer timer(co_await asio::this_coro::executor);
   for (;;) {
     const auto now = clock::now();
     if (now >= w.at) {
       if (w.upstream == nullptr) {
         // A client phase ran out: closing the socket ends the session's pending operation.
         error_code ignored;
-        w.client.socket().close(ignored);
+        w.client.close(ignored);
         co_return;
       }
       // An upstream phase ran out: only that connection goes; the client gets a 504.
       error_code ignored;
-      w.upstream->stream.socket().close(ignored);
+      w.upstream->socket.close(ignored);
       w.upstream_timed_out = true;
       w.upstream = nullptr;
       w.at = clock::time_point::max();

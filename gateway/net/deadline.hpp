@@ -1,7 +1,7 @@
 #pragma once
 /// One deadline per client connection, watched by one timer. Moving the deadline is a store,
 /// not a timer operation: the watchdog wakes at the old deadline, sees the new one and sleeps
-/// again. Per-operation timeouts (beast::tcp_stream::expires_after) would arm and cancel a
+/// again. Per-operation timeouts (tcp_socket::expires_after) would arm and cancel a
 /// timer for every read and write.
 
 #include <chrono>
@@ -17,7 +17,7 @@ struct upstream_connection;
 struct deadline_watch {
   using clock = std::chrono::steady_clock;
 
-  explicit deadline_watch(beast::tcp_stream& c) : client(c) {}
+  explicit deadline_watch(tcp_socket& c) : client(c) {}
 
   /// The client has `d` to complete the current read or write.
   void client_for(std::chrono::nanoseconds d) {
@@ -35,13 +35,13 @@ struct deadline_watch {
   /// The upstream connection of the current phase is going away: forget it.
   void drop_upstream() { upstream = nullptr; }
 
-  beast::tcp_stream& client;                        ///< closed when a client phase times out
+  tcp_socket& client;                        ///< closed when a client phase times out
   clock::time_point at = clock::time_point::max();  ///< current deadline
   upstream_connection* upstream = nullptr;          ///< set during upstream phases
   bool upstream_timed_out = false;                  ///< the last upstream phase ran out of time
 };
 
 /// Watches `w` until cancelled (the session ended) or until a client phase times out.
-asio::awaitable<void> watch_deadline(deadline_watch& w);
+task<void> watch_deadline(deadline_watch& w);
 
 }  // namespace tollgate::net

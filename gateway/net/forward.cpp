@@ -14,9 +14,9 @@ namespace {
 /// with the first piece of the body, each piece framed as `chunked` says, each write one
 /// system call. Pieces are sent as they arrive (read_some), so streamed bodies keep moving.
 template <bool isRequest>
-asio::awaitable<error_code> relay(beast::tcp_stream& in, beast::flat_buffer& in_buffer,
+task<error_code> relay(tcp_socket& in, beast::flat_buffer& in_buffer,
                                   http::parser<isRequest, http::buffer_body>& parser,
-                                  beast::tcp_stream& out, const std::string& head, bool chunked,
+                                  tcp_socket& out, const std::string& head, bool chunked,
                                   std::array<char, 16 * 1024>& chunk, deadline_watch& watch,
                                   upstream_connection& upstream,
                                   std::chrono::nanoseconds read_timeout,
@@ -112,7 +112,7 @@ using response_parser = http::response_parser<http::buffer_body>;
 
 /// Answers a failed upstream exchange with 502 or 504 and counts it. Returns whether the
 /// client connection stays open.
-asio::awaitable<bool> answer_failure(worker& w, const forward_request& r, deadline_watch& watch,
+task<bool> answer_failure(worker& w, const forward_request& r, deadline_watch& watch,
                                      connection_scratch& sc, metrics::upstream_error kind,
                                      std::string what, bool keep_alive) {
   w.counters
@@ -131,7 +131,7 @@ asio::awaitable<bool> answer_failure(worker& w, const forward_request& r, deadli
 /// Sends the request (head in `sc.head`, body from the client) and reads the response head
 /// into `rp`. Returns nothing when the response head is there; otherwise the failure was
 /// already answered and the value says whether the client connection stays open.
-asio::awaitable<std::optional<bool>> exchange_head(
+task<std::optional<bool>> exchange_head(
     worker& w, const forward_request& r, deadline_watch& watch, beast::flat_buffer& client_buffer,
     http::request_parser<http::buffer_body>& parser, connection_scratch& sc,
     std::unique_ptr<upstream_connection>& conn, std::optional<response_parser>& rp) {
@@ -164,7 +164,7 @@ asio::awaitable<std::optional<bool>> exchange_head(
       if (cec) co_return false;
     }
     // The head goes with the first piece of the body: one system call where two would do.
-    error_code ec = co_await relay<true>(watch.client, client_buffer, parser, conn->stream, sc.head,
+    error_code ec = co_await relay<true>(watch.client, client_buffer, parser, conn->socket, sc.head,
                                          parser.chunked(), sc.body, watch, *conn, body_timeout,
                                          response_timeout);
     if (ec == http::error::body_limit) {
@@ -180,7 +180,7 @@ asio::awaitable<std::optional<bool>> exchange_head(
       rp->header_limit(64 * 1024);
       if (req.method() == http::verb::head) rp->skip(true);
       watch.upstream_for(conn.get(), response_timeout);
-      auto [rec, rn] = co_await http::async_read_header(conn->stream, conn->buffer, *rp, use_tuple);
+      auto [rec, rn] = co_await http::async_read_header(conn->socket, conn->buffer, *rp, use_tuple);
       ec = rec;
     }
     if (!ec) co_return std::nullopt;
@@ -198,7 +198,7 @@ asio::awaitable<std::optional<bool>> exchange_head(
 
 }  // namespace
 
-asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
+task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
                               beast::flat_buffer& client_buffer,
                               http::request_parser<http::buffer_body>& parser,
                               connection_scratch& sc) {
@@ -225,7 +225,7 @@ asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watc
   const client_framing framing =
       render_client_head(sc.head, *rp, r.version, r.keep_alive, head_request, sc.fields);
   const error_code ec = co_await relay<false>(
-      conn->stream, conn->buffer, *rp, watch.client, sc.head, framing.chunked, sc.body, watch,
+      conn->socket, conn->buffer, *rp, watch.client, sc.head, framing.chunked, sc.body, watch,
       *conn, duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout),
       duration_of(r.snap.config.limits.body_timeout));
   // Mid-body failures cannot be reported any more: the head is gone. Close.

@@ -21,7 +21,7 @@ struct forward_request {
 /// Forwards the request whose head `parser` holds, from the client of `watch`. Answers 502/504
 /// itself when the upstream fails before its response starts. Returns whether the client connection
 /// stays open.
-asio::awaitable<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
+task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
                               beast::flat_buffer& client_buffer,
                               http::request_parser<http::buffer_body>& parser,
                               connection_scratch& scratch);

@@ -16,7 +16,7 @@ std::string problem_body(int status, std::string_view title, std::string_view de
   return out;
 }
 
-asio::awaitable<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned version,
+task<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned version,
                                   http::status status, std::string_view body,
                                   const policy::rate_limit_fields* rate_limit, bool keep_alive,
                                   std::chrono::nanoseconds timeout) {

@@ -57,7 +57,7 @@ std::string problem_body(int status, std::string_view title, std::string_view de
 /// Writes a problem+json response made by the gateway itself, its head rendered into the
 /// connection's head buffer and sent with `body` in one write; records its status. `body`
 /// must stay alive until this completes. Returns whether the connection stays open.
-asio::awaitable<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned version,
+task<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned version,
                                   http::status status, std::string_view body,
                                   const policy::rate_limit_fields* rate_limit, bool keep_alive,
                                   std::chrono::nanoseconds timeout);

@@ -19,8 +19,8 @@ asio::ip::address to_asio(const core::address& a) {
   return asio::ip::address_v6(bytes);
 }
 
-std::unique_ptr<tcp::acceptor> open_acceptor(asio::io_context& io, const tcp::endpoint& ep) {
-  auto a = std::make_unique<tcp::acceptor>(io);
+std::unique_ptr<tcp_acceptor> open_acceptor(asio::io_context& io, const tcp::endpoint& ep) {
+  auto a = std::make_unique<tcp_acceptor>(io);
   a->open(ep.protocol());
   a->set_option(asio::socket_base::reuse_address(true));
   // Every worker listens on the same port; the kernel balances new connections among them.
@@ -45,21 +45,21 @@ auto log_exception(std::string what) {
   };
 }
 
-asio::awaitable<void> counted_session(worker& w, tcp::socket s, const listener_info& l) {
+task<void> counted_session(worker& w, tcp_socket s, const listener_info& l) {
   const worker_count guard(w.connections);
   w.counters.connections_opened[l.metric].add();
   co_await run_session(w, std::move(s), l);
   w.counters.connections_closed[l.metric].add();
 }
 
-asio::awaitable<void> accept_loop(worker& w, tcp::acceptor& acceptor, const listener_info& l) {
+task<void> accept_loop(worker& w, tcp_acceptor& acceptor, const listener_info& l) {
   for (;;) {
     auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;  // stopping
     if (ec) {
       // Out of descriptors or a connection reset before accept: back off briefly, go on.
       spdlog::warn("accept on {}: {}", l.name, ec.message());
-      asio::steady_timer pause(acceptor.get_executor(), std::chrono::milliseconds(10));
+      timer pause(acceptor.get_executor(), std::chrono::milliseconds(10));
       co_await pause.async_wait(use_tuple);
       continue;
     }

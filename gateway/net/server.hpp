@@ -38,7 +38,7 @@ class server {
 
  private:
   struct listening {
-    std::unique_ptr<tcp::acceptor> acceptor;  ///< on its worker's io_context
+    std::unique_ptr<tcp_acceptor> acceptor;  ///< on its worker's io_context
     std::size_t listener;                     ///< index into infos_
   };
   metrics::registry& metrics_;                                ///< label tables

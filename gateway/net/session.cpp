@@ -41,7 +41,7 @@ bool is_ending(const error_code& ec) noexcept {
 
 /// Waits for the first byte of the next request within `idle`, so that the header timeout
 /// bounds the head itself, not the pause between requests. False when the connection ended.
-asio::awaitable<bool> await_request(deadline_watch& watch, beast::flat_buffer& buffer,
+task<bool> await_request(deadline_watch& watch, beast::flat_buffer& buffer,
                                     std::chrono::nanoseconds idle) {
   if (buffer.size() > 0) co_return true;  // pipelined: the next request is already here
   watch.client_for(idle);
@@ -96,9 +96,9 @@ void count_decision(metrics::worker_counters& c, std::uint16_t category,
 }
 
 /// The request loop of one connection; `watch` bounds every phase.
-asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::address& peer,
+task<void> serve(worker& w, deadline_watch& watch, const core::address& peer,
                             const listener_info& l) {
-  beast::tcp_stream& client = watch.client;
+  tcp_socket& client = watch.client;
   error_code ec;
   beast::flat_buffer buffer;
   auto sc = std::make_unique<connection_scratch>();
@@ -187,7 +187,7 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
                    version % 10, sc->status, category.name, d.admitted ? "allowed" : "limited", ms);
     }
     if (!stay) {
-      client.socket().shutdown(tcp::socket::shutdown_send, ec);
+      client.shutdown(tcp::socket::shutdown_send, ec);
       co_return;
     }
   }
@@ -195,15 +195,14 @@ asio::awaitable<void> serve(worker& w, deadline_watch& watch, const core::addres
 
 }  // namespace
 
-asio::awaitable<void> run_session(worker& w, tcp::socket socket, const listener_info& l) {
+task<void> run_session(worker& w, tcp_socket socket, const listener_info& l) {
   using namespace asio::experimental::awaitable_operators;
   error_code ec;
   const auto peer_endpoint = socket.remote_endpoint(ec);
   if (ec) co_return;  // the client left before we looked
   socket.set_option(tcp::no_delay(true), ec);
   const core::address peer = to_address(peer_endpoint);
-  beast::tcp_stream client(std::move(socket));
-  deadline_watch watch(client);
+  deadline_watch watch(socket);
   // Whichever ends first ends the other: the session cancels the watchdog; the watchdog, on
   // a client timeout, closes the socket under the session's pending operation.
   co_await (serve(w, watch, peer, l) || watch_deadline(watch));

@@ -37,7 +37,7 @@ std::size_t upstream_pool::pick(const snapshot& s, std::size_t u) {
   return st.next++ % n;
 }
 
-asio::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot& s,
+task<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot& s,
                                                                              std::size_t u,
                                                                              deadline_watch& watch,
                                                                              connect_failure& why) {
@@ -59,14 +59,14 @@ asio::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(con
   c->upstream = u;
   c->endpoint = e;
   watch.upstream_for(c.get(), as_duration(cfg.connect_timeout));
-  auto [ec] = co_await c->stream.async_connect(s.upstream_endpoints[u][e], use_tuple);
+  auto [ec] = co_await c->socket.async_connect(s.upstream_endpoints[u][e], use_tuple);
   if (ec) {
     why = watch.upstream_timed_out ? connect_failure::timeout : connect_failure::refused;
     watch.drop_upstream();  // `c` is destroyed on return
     failed(s, u, e);
     co_return nullptr;
   }
-  c->stream.socket().set_option(tcp::no_delay(true), ec);
+  c->socket.set_option(tcp::no_delay(true), ec);
   co_return c;
 }
 

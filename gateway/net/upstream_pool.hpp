@@ -15,8 +15,8 @@ namespace tollgate::net {
 
 /// One connection to an upstream endpoint, with its read buffer.
 struct upstream_connection {
-  explicit upstream_connection(asio::any_io_executor ex) : stream(std::move(ex)) {}
-  beast::tcp_stream stream;                          ///< the socket with per-phase timeouts
+  explicit upstream_connection(const executor& ex) : socket(ex) {}
+  tcp_socket socket;                                 ///< bounded by the connection's watchdog
   beast::flat_buffer buffer;                         ///< bytes read past the last response
   std::size_t upstream = 0;                          ///< index of its upstream
   std::size_t endpoint = 0;                          ///< index of its endpoint in that upstream
@@ -32,11 +32,11 @@ enum class connect_failure { none, refused, timeout };
 class upstream_pool {
  public:
   /// A pool on executor `ex`.
-  explicit upstream_pool(asio::any_io_executor ex) : executor_(std::move(ex)) {}
+  explicit upstream_pool(const executor& ex) : executor_(ex) {}
 
   /// An idle connection to the next endpoint of upstream `u`, or a new one. On failure returns
   /// nullptr and says why in `why`.
-  asio::awaitable<std::unique_ptr<upstream_connection>> acquire(const snapshot& s, std::size_t u,
+  task<std::unique_ptr<upstream_connection>> acquire(const snapshot& s, std::size_t u,
                                                                 deadline_watch& watch,
                                                                 connect_failure& why);
   /// Returns a connection after a complete exchange; kept if the pool has room.
@@ -59,7 +59,7 @@ class upstream_pool {
   upstream_state& state(const snapshot& s, std::size_t u);
   std::size_t pick(const snapshot& s, std::size_t u);
 
-  asio::any_io_executor executor_;       ///< the worker's
+  executor executor_;       ///< the worker's
   const snapshot* built_for_ = nullptr;  ///< the snapshot `state_` was sized for
   std::vector<upstream_state> state_;    ///< by upstream index
 };

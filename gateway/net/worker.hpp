@@ -70,6 +70,6 @@ struct worker {
 };
 
 /// Serves one client connection until it closes; never throws for network errors.
-asio::awaitable<void> run_session(worker& w, tcp::socket socket, const listener_info& l);
+task<void> run_session(worker& w, tcp_socket socket, const listener_info& l);
 
 }  // namespace tollgate::net
