@@ -4,13 +4,13 @@
 
 namespace tollgate::net {
 
-task<void> watch_deadline(deadline_watch& w) {
+task<void> watch_deadline(std::shared_ptr<deadline_watch> watch) {
   using clock = deadline_watch::clock;
+  deadline_watch& w = *watch;
   // A deadline may move earlier than the time the timer is armed for (a short header timeout
   // after a long keep-alive pause); waking at least once a second notices that in time.
   constexpr auto longest_sleep = std::chrono::seconds(1);
-  timer timer(co_await asio::this_coro::executor);
-  for (;;) {
+  while (!w.ended) {
     const auto now = clock::now();
     if (now >= w.at) {
       if (w.upstream == nullptr) {
@@ -27,9 +27,8 @@ task<void> watch_deadline(deadline_watch& w) {
       w.at = clock::time_point::max();
       continue;
     }
-    timer.expires_at(w.at - now > longest_sleep ? now + longest_sleep : w.at);
-    auto [ec] = co_await timer.async_wait(use_tuple);
-    if (ec) co_return;  // cancelled: the session is over
+    w.alarm.expires_at(w.at - now > longest_sleep ? now + longest_sleep : w.at);
+    co_await w.alarm.async_wait(use_tuple);
   }
 }
 

@@ -5,6 +5,7 @@
 /// timer for every read and write.
 
 #include <chrono>
+#include <memory>
 
 #include "gateway/net/asio.hpp"
 
@@ -12,13 +13,13 @@ namespace tollgate::net {
 
 struct upstream_connection;
 
-/// The deadline of a connection's current phase and what to close when it passes.
+/// The deadline of a connection's current phase and what to close when it passes. Shared by
+/// the session and its watchdog coroutine; the session calls end() when it is over, after which
+/// the watchdog touches nothing but this object.
 /// Thread safety: none needed; used on its connection's worker only.
 struct deadline_watch {
   using clock = std::chrono::steady_clock;
-
-  explicit deadline_watch(tcp_socket& c) : client(c) {}
-
+  explicit deadline_watch(tcp_socket& c) : client(c), alarm(c.get_executor()) {}
   /// The client has `d` to complete the current read or write.
   void client_for(std::chrono::nanoseconds d) {
     at = clock::now() + d;
@@ -31,17 +32,25 @@ struct deadline_watch {
     upstream = u;
     upstream_timed_out = false;
   }
-
   /// The upstream connection of the current phase is going away: forget it.
   void drop_upstream() { upstream = nullptr; }
+  /// The session is over: the watchdog stops without touching the sockets again.
+  void end() {
+    ended = true;
+    alarm.cancel();
+  }
 
-  tcp_socket& client;                        ///< closed when a client phase times out
+  tcp_socket& client;                               ///< closed when a client phase times out
+  timer alarm;                                      ///< the watchdog's
   clock::time_point at = clock::time_point::max();  ///< current deadline
   upstream_connection* upstream = nullptr;          ///< set during upstream phases
   bool upstream_timed_out = false;                  ///< the last upstream phase ran out of time
+  bool ended = false;                               ///< the session is over
 };
 
-/// Watches `w` until cancelled (the session ended) or until a client phase times out.
-task<void> watch_deadline(deadline_watch& w);
+/// Watches `w` until the session ends or a client phase times out. Spawned on its own rather
+/// than joined to the session with a parallel group: a group would connect a cancellation slot
+/// to every operation of the session.
+task<void> watch_deadline(std::shared_ptr<deadline_watch> w);
 
 }  // namespace tollgate::net

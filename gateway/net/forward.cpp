@@ -69,8 +69,7 @@ task<error_code> relay(tcp_socket& in, beast::flat_buffer& in_buffer,
     if (chunked && last) pieces[n++] = asio::buffer("0\r\n\r\n", 5);
     if (n > 0) {
       writing();
-      auto [ec, written] = co_await asio::async_write(out, std::span(pieces.data(), n), use_tuple);
-      if (ec) co_return ec;
+      if (error_code ec = co_await write_all(out, std::span(pieces.data(), n))) co_return ec;
       head_sent = true;
     }
     if (last) co_return error_code{};
@@ -159,9 +158,8 @@ task<std::optional<bool>> exchange_head(
     if (expects_continue && !parser.is_done()) {
       static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
       watch.client_for(body_timeout);
-      auto [cec, cn] = co_await asio::async_write(
-          watch.client, asio::buffer(continue_line.data(), continue_line.size()), use_tuple);
-      if (cec) co_return false;
+      asio::const_buffer line = asio::buffer(continue_line.data(), continue_line.size());
+      if (co_await write_all(watch.client, std::span(&line, 1))) co_return false;
     }
     // The head goes with the first piece of the body: one system call where two would do.
     error_code ec = co_await relay<true>(watch.client, client_buffer, parser, conn->socket, sc.head,

@@ -5,6 +5,22 @@
 
 namespace tollgate::net {
 
+error_code write_now(tcp_socket& s, std::span<asio::const_buffer>& rest) {
+  error_code ec;
+  std::size_t n = s.write_some(rest, ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    ec = {};
+    n = 0;
+  }
+  if (ec) return ec;
+  while (!rest.empty() && n >= rest.front().size()) {
+    n -= rest.front().size();
+    rest = rest.subspan(1);
+  }
+  if (n > 0) rest.front() += n;
+  return {};
+}
+
 std::string problem_body(int status, std::string_view title, std::string_view detail) {
   std::string out = R"({"type":"about:blank","title":")";
   out += title;
@@ -36,9 +52,9 @@ task<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned v
   if (version < 11 && keep_alive) head += "Connection: keep-alive\r\n";
   head += "\r\n";
   watch.client_for(timeout);
-  const std::array<asio::const_buffer, 2> pieces{asio::buffer(head),
-                                                 asio::buffer(body.data(), body.size())};
-  auto [ec, n] = co_await asio::async_write(watch.client, pieces, use_tuple);
+  std::array<asio::const_buffer, 2> pieces{asio::buffer(head),
+                                           asio::buffer(body.data(), body.size())};
+  const error_code ec = co_await write_all(watch.client, pieces);
   co_return !ec && keep_alive;
 }
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -49,6 +50,19 @@ bool parse_buffered(http::parser<isRequest, Body>& parser, beast::flat_buffer& b
   buffer.consume(used);
   if (ec == http::error::need_more || ec == http::error::need_buffer) ec = {};
   return used > 0 || parser.is_done();
+}
+
+/// Writes as much of `rest` as the socket takes without waiting (sockets of the data path are
+/// non-blocking) and drops what was written from `rest`; an empty `rest` means all went out.
+/// Returns an error other than "would block". A write that completes at once this way costs
+/// one system call; awaited, it would also cost a trip through the scheduler.
+error_code write_now(tcp_socket& s, std::span<asio::const_buffer>& rest);
+
+/// Writes all of `pieces`: at once when the socket takes it, awaited otherwise.
+inline task<error_code> write_all(tcp_socket& s, std::span<asio::const_buffer> pieces) {
+  if (error_code ec = write_now(s, pieces); ec || pieces.empty()) co_return ec;
+  auto [ec, n] = co_await asio::async_write(s, pieces, use_tuple);
+  co_return ec;
 }
 
 /// An RFC 9457 problem+json body; `detail` must not need JSON escaping.

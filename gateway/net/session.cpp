@@ -1,8 +1,6 @@
 #include <array>
 #include <span>
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
-
 #include <spdlog/spdlog.h>
 
 #include "gateway/net/deadline.hpp"
@@ -196,16 +194,23 @@ task<void> serve(worker& w, deadline_watch& watch, const core::address& peer,
 }  // namespace
 
 task<void> run_session(worker& w, tcp_socket socket, const listener_info& l) {
-  using namespace asio::experimental::awaitable_operators;
   error_code ec;
   const auto peer_endpoint = socket.remote_endpoint(ec);
   if (ec) co_return;  // the client left before we looked
   socket.set_option(tcp::no_delay(true), ec);
+  // Writes are tried at once and awaited only for what the kernel did not take (write_now).
+  socket.non_blocking(true, ec);
+  if (ec) co_return;
   const core::address peer = to_address(peer_endpoint);
-  deadline_watch watch(socket);
-  // Whichever ends first ends the other: the session cancels the watchdog; the watchdog, on
-  // a client timeout, closes the socket under the session's pending operation.
-  co_await (serve(w, watch, peer, l) || watch_deadline(watch));
+  auto watch = std::make_shared<deadline_watch>(socket);
+  // The watchdog closes the socket under the session's pending operation when a client phase
+  // runs out; the session ends the watchdog however it ends itself.
+  asio::co_spawn(socket.get_executor(), watch_deadline(watch), asio::detached);
+  struct end_watch {
+    deadline_watch& w;
+    ~end_watch() { w.end(); }
+  } const ender{*watch};
+  co_await serve(w, *watch, peer, l);
 }
 
 }  // namespace tollgate::net

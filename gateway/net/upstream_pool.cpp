@@ -67,6 +67,13 @@ task<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot
     co_return nullptr;
   }
   c->socket.set_option(tcp::no_delay(true), ec);
+  c->socket.non_blocking(true, ec);  // for write_now
+  if (ec) {
+    watch.drop_upstream();
+    failed(s, u, e);
+    why = connect_failure::refused;
+    co_return nullptr;
+  }
   co_return c;
 }
 
