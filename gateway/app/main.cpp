@@ -36,17 +36,13 @@ std::uint64_t random_u64() {
 }
 
 /// What a valid configuration asks for that this build cannot do yet, or "" when nothing.
-/// Refused rather than ignored: a plaintext listener where TLS was asked for, or every client
-/// charged as the proxy that speaks the PROXY protocol, would be worse than not starting.
+/// Refused rather than ignored: a plaintext listener where TLS was asked for, or limits shared
+/// by every replica when each keeps its own, would be worse than not starting.
 std::string unsupported(const config::gateway_config& g) {
   for (const auto& l : g.listeners) {
     if (l.tls)
       return g.file + ": listeners." + l.name +
              ".tls: TLS listeners are not available in this build";
-    if (l.proxy_protocol) {
-      return g.file + ": listeners." + l.name +
-             ".proxy_protocol: the PROXY protocol is not available in this build";
-    }
   }
   if (g.store.type == config::store_config::kind::redis) {
     return g.file + ": store.type: the redis store is not available in this build; use memory";

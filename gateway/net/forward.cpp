@@ -15,12 +15,11 @@ namespace {
 /// system call. Pieces are sent as they arrive (read_some), so streamed bodies keep moving.
 template <bool isRequest>
 task<error_code> relay(tcp_socket& in, beast::flat_buffer& in_buffer,
-                                  http::parser<isRequest, http::buffer_body>& parser,
-                                  tcp_socket& out, const std::string& head, bool chunked,
-                                  std::array<char, 16 * 1024>& chunk, deadline_watch& watch,
-                                  upstream_connection& upstream,
-                                  std::chrono::nanoseconds read_timeout,
-                                  std::chrono::nanoseconds write_timeout) {
+                       http::parser<isRequest, http::buffer_body, arena_allocator<char>>& parser,
+                       tcp_socket& out, const std::string& head, bool chunked,
+                       std::array<char, 16 * 1024>& chunk, deadline_watch& watch,
+                       upstream_connection& upstream, std::chrono::nanoseconds read_timeout,
+                       std::chrono::nanoseconds write_timeout) {
   // A request flows client -> upstream, a response upstream -> client.
   auto reading = [&] {
     if (isRequest) {
@@ -45,6 +44,9 @@ task<error_code> relay(tcp_socket& in, beast::flat_buffer& in_buffer,
       body.size = chunk.size();
       error_code ec;
       if (!parse_buffered(parser, in_buffer, ec) && !ec) {
+        // Beast reads as much as the buffer's free capacity, at least 512 bytes: a buffer that
+        // never grows would move a large body in 512-byte system calls.
+        if (in_buffer.capacity() < chunk.size()) in_buffer.reserve(chunk.size());
         reading();
         auto [rec, n] = co_await http::async_read_some(in, in_buffer, parser, use_tuple);
         // need_buffer: the chunk is full, which is what we asked for.
@@ -84,8 +86,7 @@ std::string upstream_problem(bool timeout, const std::string& name, const std::s
 
 /// Renders the request head for the upstream: the client's X-Forwarded-For kept and the peer
 /// appended, X-Forwarded-Proto, and X-Real-IP, the address the request was charged to.
-void upstream_head(const http::request_parser<http::buffer_body>& parser, const forward_request& r,
-                   connection_scratch& sc) {
+void upstream_head(const request_parser& parser, const forward_request& r, connection_scratch& sc) {
   sc.forwarded_for.clear();
   const auto [first, last] = parser.get().base().equal_range("X-Forwarded-For");
   for (auto f = first; f != last; ++f) {
@@ -107,13 +108,11 @@ void upstream_head(const http::request_parser<http::buffer_body>& parser, const 
 
 namespace {
 
-using response_parser = http::response_parser<http::buffer_body>;
-
 /// Answers a failed upstream exchange with 502 or 504 and counts it. Returns whether the
 /// client connection stays open.
 task<bool> answer_failure(worker& w, const forward_request& r, deadline_watch& watch,
-                                     connection_scratch& sc, metrics::upstream_error kind,
-                                     std::string what, bool keep_alive) {
+                          connection_scratch& sc, metrics::upstream_error kind, std::string what,
+                          bool keep_alive) {
   w.counters
       .upstream_errors[r.snap.upstream_metric[r.route.upstream]][static_cast<std::size_t>(kind)]
       .add();
@@ -130,10 +129,11 @@ task<bool> answer_failure(worker& w, const forward_request& r, deadline_watch& w
 /// Sends the request (head in `sc.head`, body from the client) and reads the response head
 /// into `rp`. Returns nothing when the response head is there; otherwise the failure was
 /// already answered and the value says whether the client connection stays open.
-task<std::optional<bool>> exchange_head(
-    worker& w, const forward_request& r, deadline_watch& watch, beast::flat_buffer& client_buffer,
-    http::request_parser<http::buffer_body>& parser, connection_scratch& sc,
-    std::unique_ptr<upstream_connection>& conn, std::optional<response_parser>& rp) {
+task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, deadline_watch& watch,
+                                        beast::flat_buffer& client_buffer, request_parser& parser,
+                                        connection_scratch& sc,
+                                        std::unique_ptr<upstream_connection>& conn,
+                                        std::optional<response_parser>& rp) {
   const auto response_timeout =
       duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout);
   const auto body_timeout = duration_of(r.snap.config.limits.body_timeout);
@@ -173,7 +173,7 @@ task<std::optional<bool>> exchange_head(
       co_return false;
     }
     if (!ec) {
-      rp.emplace();
+      std::apply([&](auto&&... a) { rp.emplace(a...); }, on_arena(sc.arena));
       rp->body_limit(boost::none);  // responses are streamed, never held
       rp->header_limit(64 * 1024);
       if (req.method() == http::verb::head) rp->skip(true);
@@ -197,9 +197,8 @@ task<std::optional<bool>> exchange_head(
 }  // namespace
 
 task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
-                              beast::flat_buffer& client_buffer,
-                              http::request_parser<http::buffer_body>& parser,
-                              connection_scratch& sc) {
+                   beast::flat_buffer& client_buffer, request_parser& parser,
+                   connection_scratch& sc) {
   // Whatever way this returns, the upstream connection is pooled or gone: the watchdog must
   // not hold on to it.
   struct forget_upstream {

@@ -22,8 +22,7 @@ struct forward_request {
 /// itself when the upstream fails before its response starts. Returns whether the client connection
 /// stays open.
 task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
-                              beast::flat_buffer& client_buffer,
-                              http::request_parser<http::buffer_body>& parser,
-                              connection_scratch& scratch);
+                   beast::flat_buffer& client_buffer, request_parser& parser,
+                   connection_scratch& scratch);
 
 }  // namespace tollgate::net

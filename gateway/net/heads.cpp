@@ -19,7 +19,7 @@ void append_line(std::string& out, std::string_view name, std::string_view value
 /// Appends the end-to-end fields of `f`: not hop-by-hop, not named by Connection, not framing
 /// (the gateway sets that), and not one the gateway sets itself (`ours`).
 template <class Ours>
-void append_end_to_end(std::string& out, const http::fields& f, Ours ours) {
+void append_end_to_end(std::string& out, const fields& f, Ours ours) {
   std::array<std::string_view, 16> listed;
   std::size_t n_listed = 0;
   for (const auto& token : http::token_list(f[http::field::connection])) {
@@ -79,7 +79,7 @@ void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields&
   }
 }
 
-void render_upstream_head(std::string& out, const http::request_parser<http::buffer_body>& parser,
+void render_upstream_head(std::string& out, const request_parser& parser,
                           std::string_view forwarded_for, std::string_view proto,
                           std::string_view real_ip) {
   const auto& req = parser.get();
@@ -102,9 +102,8 @@ void render_upstream_head(std::string& out, const http::request_parser<http::buf
   out += "\r\n";
 }
 
-client_framing render_client_head(std::string& out,
-                                  const http::response_parser<http::buffer_body>& parser,
-                                  unsigned version, bool keep_alive, bool head_request,
+client_framing render_client_head(std::string& out, const response_parser& parser, unsigned version,
+                                  bool keep_alive, bool head_request,
                                   const policy::rate_limit_fields& fields) {
   const auto& res = parser.get();
   const unsigned status = res.result_int();

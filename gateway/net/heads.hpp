@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/net/asio.hpp"
+#include "gateway/net/messages.hpp"
 #include "gateway/policy/verdict.hpp"
 
 namespace tollgate::net {
@@ -18,7 +18,7 @@ void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields&
 
 /// Renders the head of `req` for the upstream into `out`, with the forwarding headers of
 /// DESIGN §7 and framing from `parser` (chunked stays chunked, a length stays a length).
-void render_upstream_head(std::string& out, const http::request_parser<http::buffer_body>& parser,
+void render_upstream_head(std::string& out, const request_parser& parser,
                           std::string_view forwarded_for, std::string_view proto,
                           std::string_view real_ip);
 
@@ -30,9 +30,8 @@ struct client_framing {
 
 /// Renders the upstream response head of `parser` for a client speaking HTTP/1.`minor` into
 /// `out`, with the rate-limit fields of `fields`.
-client_framing render_client_head(std::string& out,
-                                  const http::response_parser<http::buffer_body>& parser,
-                                  unsigned version, bool keep_alive, bool head_request,
+client_framing render_client_head(std::string& out, const response_parser& parser, unsigned version,
+                                  bool keep_alive, bool head_request,
                                   const policy::rate_limit_fields& fields);
 
 }  // namespace tollgate::net

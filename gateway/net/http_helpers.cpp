@@ -33,9 +33,9 @@ std::string problem_body(int status, std::string_view title, std::string_view de
 }
 
 task<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned version,
-                                  http::status status, std::string_view body,
-                                  const policy::rate_limit_fields* rate_limit, bool keep_alive,
-                                  std::chrono::nanoseconds timeout) {
+                       http::status status, std::string_view body,
+                       const policy::rate_limit_fields* rate_limit, bool keep_alive,
+                       std::chrono::nanoseconds timeout) {
   sc.status = static_cast<unsigned>(status);
   std::string& head = sc.head;
   head.clear();

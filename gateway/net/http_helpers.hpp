@@ -11,6 +11,7 @@
 
 #include "gateway/net/asio.hpp"
 #include "gateway/net/deadline.hpp"
+#include "gateway/net/messages.hpp"
 #include "gateway/policy/verdict.hpp"
 
 namespace tollgate::net {
@@ -24,6 +25,7 @@ struct connection_scratch {
   std::string client_text;           ///< X-Real-IP of the current request when not the peer
   std::array<char, 16 * 1024> body;  ///< one chunk of a body being relayed
   std::string head;                  ///< the head being sent (upstream or client)
+  field_arena arena;                 ///< header fields of the current request and response
   unsigned status = 0;  ///< status of the response sent for the current request (access log)
 };
 
@@ -41,8 +43,8 @@ inline std::chrono::nanoseconds duration_of(core::nanos n) noexcept {
 /// once still costs a trip through the scheduler. Returns true when the parser advanced (or is
 /// done); false when it needs more input; errors other than "need more / need buffer" are
 /// stored in `ec`.
-template <bool isRequest, class Body>
-bool parse_buffered(http::parser<isRequest, Body>& parser, beast::flat_buffer& buffer,
+template <bool isRequest, class Body, class Allocator>
+bool parse_buffered(http::parser<isRequest, Body, Allocator>& parser, beast::flat_buffer& buffer,
                     error_code& ec) {
   ec = {};
   if (buffer.size() == 0) return false;
@@ -72,8 +74,8 @@ std::string problem_body(int status, std::string_view title, std::string_view de
 /// connection's head buffer and sent with `body` in one write; records its status. `body`
 /// must stay alive until this completes. Returns whether the connection stays open.
 task<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned version,
-                                  http::status status, std::string_view body,
-                                  const policy::rate_limit_fields* rate_limit, bool keep_alive,
-                                  std::chrono::nanoseconds timeout);
+                       http::status status, std::string_view body,
+                       const policy::rate_limit_fields* rate_limit, bool keep_alive,
+                       std::chrono::nanoseconds timeout);
 
 }  // namespace tollgate::net

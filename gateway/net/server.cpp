@@ -99,7 +99,8 @@ void server::bind() {
   const auto& listeners = initial_->config.listeners;
   for (std::size_t li = 0; li < listeners.size(); ++li) {
     const auto& l = listeners[li];
-    infos_.push_back({l.name, l.tls.has_value(), metrics_.listeners.index(l.name)});
+    infos_.push_back(
+        {l.name, l.tls.has_value(), l.proxy_protocol, metrics_.listeners.index(l.name)});
     tcp::endpoint ep(to_asio(l.address), l.port);
     for (std::size_t wi = 0; wi < workers_.size(); ++wi) {
       auto acceptor = open_acceptor(workers_[wi]->io, ep);

@@ -39,7 +39,7 @@ class server {
  private:
   struct listening {
     std::unique_ptr<tcp_acceptor> acceptor;  ///< on its worker's io_context
-    std::size_t listener;                     ///< index into infos_
+    std::size_t listener;                    ///< index into infos_
   };
   metrics::registry& metrics_;                                ///< label tables
   shared_state& shared_;                                      ///< limiter, clock

@@ -8,6 +8,7 @@
 #include "gateway/net/http_helpers.hpp"
 #include "gateway/net/worker.hpp"
 #include "gateway/policy/client_address.hpp"
+#include "gateway/policy/proxy_header.hpp"
 
 namespace tollgate::net {
 
@@ -24,7 +25,7 @@ core::address to_address(const tcp::endpoint& ep) noexcept {
 
 /// Header lookup for the router, which sees no Beast types.
 std::string_view header_of(const void* fields, std::string_view name) {
-  const auto& f = *static_cast<const http::fields*>(fields);
+  const auto& f = *static_cast<const net::fields*>(fields);
   const auto it = f.find(beast::string_view(name.data(), name.size()));
   return it == f.end() ? std::string_view() : sv(it->value());
 }
@@ -40,13 +41,43 @@ bool is_ending(const error_code& ec) noexcept {
 /// Waits for the first byte of the next request within `idle`, so that the header timeout
 /// bounds the head itself, not the pause between requests. False when the connection ended.
 task<bool> await_request(deadline_watch& watch, beast::flat_buffer& buffer,
-                                    std::chrono::nanoseconds idle) {
+                         std::chrono::nanoseconds idle) {
   if (buffer.size() > 0) co_return true;  // pipelined: the next request is already here
   watch.client_for(idle);
   auto [ec, n] = co_await watch.client.async_read_some(buffer.prepare(4096), use_tuple);
   if (ec) co_return false;
   buffer.commit(n);
   co_return true;
+}
+
+/// Reads the PROXY protocol header that starts the connection within `timeout`, leaving the
+/// bytes after it in `buffer`, and replaces `peer` with the client it names (LOCAL and UNKNOWN
+/// leave the peer). False when the connection ended or did not start with a valid header: it
+/// is then closed without an answer, since its bytes cannot be trusted to be HTTP.
+task<bool> read_proxy_header(deadline_watch& watch, beast::flat_buffer& buffer,
+                             std::chrono::nanoseconds timeout, core::address& peer) {
+  watch.client_for(timeout);  // one deadline for the whole header
+  for (;;) {
+    const auto data = buffer.cdata();
+    policy::proxy_header header;
+    switch (
+        policy::parse_proxy_header({static_cast<const char*>(data.data()), data.size()}, header)) {
+      case policy::proxy_parse::done:
+        buffer.consume(header.length);
+        if (header.source) peer = *header.source;
+        co_return true;
+      case policy::proxy_parse::invalid:
+        spdlog::debug("closing a connection from {}: no valid PROXY protocol header",
+                      peer.to_string());
+        co_return false;
+      case policy::proxy_parse::need_more:
+        break;
+    }
+    auto [ec, n] = co_await watch.client.async_read_some(
+        buffer.prepare(policy::max_proxy_header - buffer.size()), use_tuple);
+    if (ec) co_return false;
+    buffer.commit(n);
+  }
 }
 
 /// The answer to a request head that could not be read: 431, 413 or 400.
@@ -65,7 +96,7 @@ std::string bad_head_answer(const error_code& ec, http::status& status) {
 }
 
 /// The address a request is charged to (DESIGN §7), from its X-Forwarded-For fields.
-core::address client_address_of(const http::fields& f, const core::address& peer,
+core::address client_address_of(const fields& f, const core::address& peer,
                                 std::span<const core::cidr> trusted) {
   std::array<std::string_view, 8> forwarded;
   std::size_t n = 0;
@@ -94,11 +125,15 @@ void count_decision(metrics::worker_counters& c, std::uint16_t category,
 }
 
 /// The request loop of one connection; `watch` bounds every phase.
-task<void> serve(worker& w, deadline_watch& watch, const core::address& peer,
-                            const listener_info& l) {
+task<void> serve(worker& w, deadline_watch& watch, core::address peer, const listener_info& l) {
   tcp_socket& client = watch.client;
   error_code ec;
   beast::flat_buffer buffer;
+  if (l.proxy_protocol &&
+      !co_await read_proxy_header(watch, buffer,
+                                  duration_of(w.current->config.limits.header_timeout), peer)) {
+    co_return;
+  }
   auto sc = std::make_unique<connection_scratch>();
   sc->peer_text = peer.to_string();
 
@@ -110,7 +145,9 @@ task<void> serve(worker& w, deadline_watch& watch, const core::address& peer,
             watch, buffer, duration_of(first ? limits.header_timeout : limits.keepalive_timeout))) {
       co_return;
     }
-    http::request_parser<http::buffer_body> parser;  // a fresh parser per message
+    // A fresh parser per message; the fields of the previous request and response are gone.
+    sc->arena.reset();
+    auto parser = std::make_from_tuple<request_parser>(on_arena(sc->arena));
     parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
     parser.body_limit(limits.max_request_body);
     error_code rec;
@@ -205,7 +242,13 @@ task<void> run_session(worker& w, tcp_socket socket, const listener_info& l) {
   auto watch = std::make_shared<deadline_watch>(socket);
   // The watchdog closes the socket under the session's pending operation when a client phase
   // runs out; the session ends the watchdog however it ends itself.
-  asio::co_spawn(socket.get_executor(), watch_deadline(watch), asio::detached);
+  asio::co_spawn(socket.get_executor(), watch_deadline(watch), [watch](std::exception_ptr e) {
+    if (!e || watch->ended) return;
+    // A bug: without its watchdog the connection has no timeouts, so it goes.
+    spdlog::error("a connection's deadline watchdog failed; closing the connection");
+    error_code ignored;
+    watch->client.close(ignored);
+  });
   struct end_watch {
     deadline_watch& w;
     ~end_watch() { w.end(); }

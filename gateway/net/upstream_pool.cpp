@@ -37,10 +37,9 @@ std::size_t upstream_pool::pick(const snapshot& s, std::size_t u) {
   return st.next++ % n;
 }
 
-task<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot& s,
-                                                                             std::size_t u,
-                                                                             deadline_watch& watch,
-                                                                             connect_failure& why) {
+task<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot& s, std::size_t u,
+                                                                  deadline_watch& watch,
+                                                                  connect_failure& why) {
   why = connect_failure::none;
   const auto& cfg = s.config.upstreams[u];
   const std::size_t e = pick(s, u);
@@ -56,6 +55,7 @@ task<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot
     }
   }
   auto c = std::make_unique<upstream_connection>(executor_);
+  c->buffer.reserve(16 * 1024);  // a response head in one read; bodies in large ones
   c->upstream = u;
   c->endpoint = e;
   watch.upstream_for(c.get(), as_duration(cfg.connect_timeout));

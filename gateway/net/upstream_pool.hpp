@@ -37,8 +37,7 @@ class upstream_pool {
   /// An idle connection to the next endpoint of upstream `u`, or a new one. On failure returns
   /// nullptr and says why in `why`.
   task<std::unique_ptr<upstream_connection>> acquire(const snapshot& s, std::size_t u,
-                                                                deadline_watch& watch,
-                                                                connect_failure& why);
+                                                     deadline_watch& watch, connect_failure& why);
   /// Returns a connection after a complete exchange; kept if the pool has room.
   void release(const snapshot& s, std::unique_ptr<upstream_connection> c);
   /// Counts a failed exchange against the connection's endpoint (ejects after too many).
@@ -59,7 +58,7 @@ class upstream_pool {
   upstream_state& state(const snapshot& s, std::size_t u);
   std::size_t pick(const snapshot& s, std::size_t u);
 
-  executor executor_;       ///< the worker's
+  executor executor_;                    ///< the worker's
   const snapshot* built_for_ = nullptr;  ///< the snapshot `state_` was sized for
   std::vector<upstream_state> state_;    ///< by upstream index
 };

@@ -24,9 +24,10 @@ struct shared_state {
 
 /// A listener as sessions see it.
 struct listener_info {
-  std::string name;          ///< from the configuration
-  bool tls = false;          ///< X-Forwarded-Proto https
-  std::uint16_t metric = 0;  ///< label index of the listener
+  std::string name;             ///< from the configuration
+  bool tls = false;             ///< X-Forwarded-Proto https
+  bool proxy_protocol = false;  ///< connections start with a PROXY protocol header
+  std::uint16_t metric = 0;     ///< label index of the listener
 };
 
 /// Counts something for as long as it lives, in a counter only this worker writes: a plain

@@ -395,3 +395,42 @@ TEST_CASE("tollgate --check-config reports the first error with file and line", 
   CHECK(tls.wait() == 1);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a PROXY protocol listener charges the client the header names", "[integration]") {
+  echo_server echo;
+  std::string yaml = gateway_yaml;
+  yaml.replace(yaml.find("port: 0 }]"), 10, "port: 0, proxy_protocol: true }]");
+  yaml.replace(yaml.find("trusted_proxies: [127.0.0.1/32]"), 31, "trusted_proxies: []");
+  gateway gw(with_dead(yaml, closed_port()), policy_yaml, echo.port);
+
+  const std::string v1 = "PROXY TCP4 203.0.113.7 127.0.0.1 40000 8080\r\n";
+  auto r = request(gw.port, v1 + get("/x"));
+  CHECK(r.status == 200);
+  CHECK(r.body.find(R"(["X-Real-IP","203.0.113.7"])") != std::string::npos);
+  CHECK(r.body.find(R"(["X-Forwarded-For","203.0.113.7"])") != std::string::npos);
+
+  // v2, binary, with the request in the same segment; 198.51.100.9 in network byte order.
+  std::string v2("\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c", 16);
+  for (const int b : {198, 51, 100, 9, 127, 0, 0, 1, 0x9c, 0x40, 0x1f, 0x90})
+    v2 += static_cast<char>(b);
+  r = request(gw.port, v2 + get("/x"));
+  CHECK(r.status == 200);
+  CHECK(r.body.find(R"(["X-Real-IP","198.51.100.9"])") != std::string::npos);
+
+  // The limits follow the named client, not the balancer's address.
+  for (int i = 0; i < 3; ++i)
+    CHECK(request(gw.port, v1 + get("/strict")).status == 200);
+  CHECK(request(gw.port, v1 + get("/strict")).status == 429);
+  CHECK(request(gw.port, "PROXY TCP4 203.0.113.8 127.0.0.1 1 2\r\n" + get("/strict")).status ==
+        200);
+
+  // LOCAL (the balancer's health check): the socket peer stands.
+  const std::string local("\r\n\r\n\0\r\nQUIT\n\x20\x00\x00\x00", 16);
+  r = request(gw.port, local + get("/x"));
+  CHECK(r.body.find(R"(["X-Real-IP","127.0.0.1"])") != std::string::npos);
+
+  // Without a header, or with a broken one, the connection is closed unanswered.
+  CHECK_THROWS(request(gw.port, get("/x")));
+  CHECK_THROWS(request(gw.port, "PROXY TCP4 nonsense\r\n" + get("/x")));
+  CHECK(request(gw.port, v1 + get("/still-alive")).status == 200);
+}
