@@ -54,6 +54,7 @@ http {
       proxy_pass http://app;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
+      proxy_request_buffering off;   # stream request bodies, as Tollgate does
       proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
       proxy_set_header X-Real-IP \$remote_addr;
     }
@@ -104,11 +105,17 @@ cpu_ticks() {
   echo "$total"
 }
 # wrk's summary -> "rps p50 p99 non2xx cpu_us_per_request" (latencies in ms); $2 is the pid of
-# the process under test (0: none), whose CPU time per request is measured over the run.
+# the process under test, whose CPU time per request is measured over the run; $3 the request
+# (small: a small GET; download: 100 KB responses; upload: 100 KB request bodies).
+echo 'wrk.method = "POST"; wrk.body = string.rep("a", 100000)' > "$work/upload.lua"
 measure() {
-  local before after
+  local before after args=("http://127.0.0.1:$1/api/profiles/x")
+  case $3 in
+    download) args=("http://127.0.0.1:$1/api/files/x?size=100000") ;;
+    upload) args=(-s "$work/upload.lua" "http://127.0.0.1:$1/api/upload") ;;
+  esac
   before=$(cpu_ticks "$2")
-  wrk -t2 -c"$connections" -d"${duration}s" --latency "http://127.0.0.1:$1/api/profiles/x" >"$work/wrk.out" 2>&1
+  wrk -t2 -c"$connections" -d"${duration}s" --latency "${args[@]}" >"$work/wrk.out" 2>&1
   after=$(cpu_ticks "$2")
   awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" -v secs="$duration" \
     'function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
@@ -121,21 +128,26 @@ measure() {
 for p in "$up" "$ng" "$tg"; do wrk -t1 -c8 -d1s "http://127.0.0.1:$p/" >/dev/null 2>&1 || true; done
 
 declare -A result
+targets=(upstream nginx tollgate nginx_429 tollgate_429 nginx_download tollgate_download
+         nginx_upload tollgate_upload)
 for round in 1 2; do
-  for target in upstream nginx tollgate nginx_429 tollgate_429; do
+  for target in "${targets[@]}"; do
+    kind=small
+    case $target in *_download) kind=download ;; *_upload) kind=upload ;; esac
     case $target in
       upstream) port=$up pid=${pids[0]} ;; nginx) port=$ng pid=${pids[1]} ;;
       tollgate) port=$tg pid=${pids[3]} ;; nginx_429) port=$ng_limited pid=${pids[2]} ;;
       tollgate_429) port=$tg_limited pid=${pids[4]} ;;
+      nginx_*) port=$ng pid=${pids[1]} ;; tollgate_*) port=$tg pid=${pids[3]} ;;
     esac
-    result[$target.$round]=$(measure "$port" "$pid")
+    result[$target.$round]=$(measure "$port" "$pid" "$kind")
   done
 done
 
 echo
 echo "== gateway benchmark: wrk -t2 -c$connections -d${duration}s, $workers workers each, $(nproc) cores, $(date -u +%F)"
 printf '%-26s %12s %10s %10s %10s %12s\n' "" "requests/s" "p50 ms" "p99 ms" "non-2xx" "CPU us/req"
-for target in upstream nginx tollgate nginx_429 tollgate_429; do
+for target in "${targets[@]}"; do
   for round in 1 2; do
     read -r rps p50 p99 bad cpu <<<"${result[$target.$round]}"
     printf '%-26s %12s %10s %10s %10s %12s\n' "$target (round $round)" "$rps" "$p50" "$p99" "$bad" "$cpu"
@@ -154,3 +166,8 @@ awk -v a="$t429_rps" -v b="$n429_rps" 'BEGIN { printf "429 rate Tollgate / nginx
 mean_cpu() { for r in 1 2; do echo "${result[$1.$r]}"; done | awk '{ s += $5 } END { printf "%.1f", s / NR }'; }
 awk -v a="$(mean_cpu tollgate)" -v b="$(mean_cpu nginx)" \
   'BEGIN { printf "CPU per proxied request Tollgate / nginx:  %.2fx (%s / %s us)\n", a / b, a, b }'
+for kind in download upload; do
+  read -r a _ <<<"$(best tollgate_$kind)"
+  read -r b _ <<<"$(best nginx_$kind)"
+  awk -v k="$kind" -v a="$a" -v b="$b" 'BEGIN { printf "100 KB %-8s Tollgate / nginx:         %.2fx\n", k, a / b }'
+done

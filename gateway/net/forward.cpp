@@ -44,13 +44,12 @@ task<error_code> relay(tcp_socket& in, beast::flat_buffer& in_buffer,
       body.size = chunk.size();
       error_code ec;
       if (!parse_buffered(parser, in_buffer, ec) && !ec) {
-        // Beast reads as much as the buffer's free capacity, at least 512 bytes: a buffer that
-        // never grows would move a large body in 512-byte system calls.
+        // A read takes the buffer's free room: a body moves in reads as large as a chunk, not in
+        // the 4 KiB a head needed.
         if (in_buffer.capacity() < chunk.size()) in_buffer.reserve(chunk.size());
         reading();
-        auto [rec, n] = co_await http::async_read_some(in, in_buffer, parser, use_tuple);
-        // need_buffer: the chunk is full, which is what we asked for.
-        ec = rec == http::error::need_buffer ? error_code{} : rec;
+        ec = co_await read_more(in, in_buffer, parser);
+        if (!ec) parse_buffered(parser, in_buffer, ec);
       }
       if (ec) co_return ec;
       size = chunk.size() - body.size;
@@ -178,8 +177,7 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
       rp->header_limit(64 * 1024);
       if (req.method() == http::verb::head) rp->skip(true);
       watch.upstream_for(conn.get(), response_timeout);
-      auto [rec, rn] = co_await http::async_read_header(conn->socket, conn->buffer, *rp, use_tuple);
-      ec = rec;
+      ec = co_await read_head(conn->socket, conn->buffer, *rp);
     }
     if (!ec) co_return std::nullopt;
     if (conn->reused && replayable && attempt == 0 && !watch.upstream_timed_out) {

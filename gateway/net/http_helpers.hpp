@@ -54,6 +54,36 @@ bool parse_buffered(http::parser<isRequest, Body, Allocator>& parser, beast::fla
   return used > 0 || parser.is_done();
 }
 
+/// One read from `s` into `buffer`, as large as the buffer's free room (at least 4 KiB). At the
+/// end of the stream `parser` is told so: that completes a body delimited by the close, and is
+/// `end_of_stream` before a message or `partial_message` inside one. The bytes read are left
+/// for parse_buffered. Beast's composed reads do the same through three layers of operations.
+template <bool isRequest, class Body, class Allocator>
+task<error_code> read_more(tcp_socket& s, beast::flat_buffer& buffer,
+                           http::parser<isRequest, Body, Allocator>& parser) {
+  const std::size_t room = buffer.capacity() - buffer.size();
+  auto [ec, n] = co_await s.async_read_some(buffer.prepare(room >= 4096 ? room : 4096), use_tuple);
+  if (ec == asio::error::eof) {
+    error_code eof;
+    parser.put_eof(eof);
+    co_return eof;
+  }
+  if (!ec) buffer.commit(n);
+  co_return ec;
+}
+
+/// Reads until `parser` has the whole head (bounded by its header limit).
+template <bool isRequest, class Body, class Allocator>
+task<error_code> read_head(tcp_socket& s, beast::flat_buffer& buffer,
+                           http::parser<isRequest, Body, Allocator>& parser) {
+  for (;;) {
+    error_code ec;
+    parse_buffered(parser, buffer, ec);
+    if (ec || parser.is_header_done()) co_return ec;
+    if (error_code rec = co_await read_more(s, buffer, parser)) co_return rec;
+  }
+}
+
 /// Writes as much of `rest` as the socket takes without waiting (sockets of the data path are
 /// non-blocking) and drops what was written from `rest`; an empty `rest` means all went out.
 /// Returns an error other than "would block". A write that completes at once this way costs

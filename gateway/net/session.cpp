@@ -155,8 +155,7 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     parse_buffered(parser, buffer, rec);
     if (!rec && !parser.is_header_done()) {
       watch.client_for(duration_of(limits.header_timeout));
-      auto [hec, hn] = co_await http::async_read_header(client, buffer, parser, use_tuple);
-      rec = hec;
+      rec = co_await read_head(client, buffer, parser);
     }
     if (rec) {
       if (is_ending(rec)) co_return;
