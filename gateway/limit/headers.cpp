@@ -61,13 +61,12 @@ std::string policy_field(std::span<const limit_group> groups) {
   return out;
 }
 
-std::string rejection_detail(const binding_view& b) {
-  std::string out = "rate limit exceeded at ";
+void append_rejection_detail(std::string& out, const binding_view& b) {
+  out += "rate limit exceeded at ";
   out += level_name(b.lvl);
   out += " (";
   out += tier_name(b.which);
   out += " tier)";
-  return out;
 }
 
 }  // namespace tollgate::limit

@@ -40,7 +40,7 @@ void append_ratelimit_field(std::string& out, const binding_view& b, nanos now);
 /// category and address family when a configuration is loaded.
 std::string policy_field(std::span<const limit_group> groups);
 
-/// The 429 body's detail text: "rate limit exceeded at ipv4_network (short tier)".
-std::string rejection_detail(const binding_view& b);
+/// Appends the 429 body's detail text: "rate limit exceeded at ipv4_network (short tier)".
+void append_rejection_detail(std::string& out, const binding_view& b);
 
 }  // namespace tollgate::limit

@@ -72,6 +72,16 @@ bool normalize_path(std::string_view target, std::string& out) {
   }
   if (target.empty() || target.front() != '/') return false;
   target = target.substr(0, target.find_first_of("?#"));
+  // Most paths need nothing done: no escapes, no empty, "." or ".." segments.
+  bool plain = true;
+  for (std::size_t i = 0; i < target.size() && plain; ++i) {
+    plain = target[i] != '%' && !(target[i] == '/' && i + 1 < target.size() &&
+                                  (target[i + 1] == '/' || target[i + 1] == '.'));
+  }
+  if (plain) {
+    out.assign(target);
+    return true;
+  }
 
   // Decode and split into segments at once, resolving "." and ".." as they complete.
   std::string segment;

@@ -36,7 +36,7 @@ void describe(const limit::limit_request& req, const limit::decision& d, const c
   out.reason = limit::rejection_reason(b.which);
   // RFC 9457 problem details; every value is ours, so no escaping is needed.
   out.body = R"({"type":"about:blank","title":"Too Many Requests","status":429,"detail":")";
-  out.body += limit::rejection_detail(b);
+  limit::append_rejection_detail(out.body, b);
   out.body += R"(","code":"rate_limit_exceeded","level":")";
   out.body += limit::level_name(b.lvl);
   out.body += R"(","tier":")";

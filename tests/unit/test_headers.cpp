@@ -46,7 +46,9 @@ TEST_CASE("header values of an admitted and a rejected request", "[headers]") {
   CHECK(b.wait == 500 * ms);
   CHECK(retry_after_seconds(b.wait) == 1);
   CHECK(rejection_reason(b.which) == "burst_exhausted");
-  CHECK(rejection_detail(b) == "rate limit exceeded at ipv4_individual (short tier)");
+  std::string detail = "detail: ";
+  append_rejection_detail(detail, b);
+  CHECK(detail == "detail: rate limit exceeded at ipv4_individual (short tier)");
   CHECK(reset_unix_seconds(b) == 1'735'000'003);  // tat = now + 2.5s
   field.clear();
   append_ratelimit_field(field, b, now);
