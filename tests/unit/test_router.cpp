@@ -22,6 +22,9 @@ TEST_CASE("request targets normalise to the path routes see", "[router]") {
       {"/ws/crdt/", "/ws/crdt/"},
       {"/a/b/..", "/a/"},
       {"/a/.", "/a/"},
+      {"/.well-known/x", "/.well-known/x"},
+      {"/a/..b/c.d", "/a/..b/c.d"},
+      {"/v1.2/x/", "/v1.2/x/"},
       {"http://example.com/api/inbox?q", "/api/inbox"},
       {"https://example.com", "/"},
   };
