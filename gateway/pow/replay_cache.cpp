@@ -1,0 +1,56 @@
+#include "gateway/pow/replay_cache.hpp"
+
+#include <algorithm>
+
+#include "gateway/pow/crypto.hpp"
+
+namespace tollgate::pow {
+
+namespace {
+constexpr std::size_t shard_count = 16;
+
+/// 64 bits of SHA-256: challenges are unforgeable, but a fingerprint nobody can aim at keeps
+/// two of them from sharing an entry.
+std::uint64_t fingerprint(std::string_view challenge) {
+  const digest d = sha256(challenge);
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i)
+    v = (v << 8) | d[static_cast<std::size_t>(i)];
+  return v;
+}
+}  // namespace
+
+replay_cache::replay_cache(std::size_t capacity)
+    : per_shard_(std::max<std::size_t>(1, capacity / shard_count)) {
+  for (std::size_t i = 0; i < shard_count; ++i)
+    shards_.push_back(std::make_unique<shard>());
+}
+
+bool replay_cache::spend(std::string_view challenge, std::int64_t expires, std::int64_t now) {
+  const std::uint64_t f = fingerprint(challenge);
+  shard& s = *shards_[f % shard_count];
+  const std::lock_guard lock(s.mutex);
+  if (s.expiry.contains(f)) return false;
+  // Forget what has expired (in arrival order, which is expiry order for one TTL), and the
+  // oldest when full.
+  while (!s.arrival.empty() && (s.arrival.front().second < now || s.arrival.size() >= per_shard_)) {
+    const auto [old, old_expires] = s.arrival.front();
+    s.arrival.pop_front();
+    const auto it = s.expiry.find(old);
+    if (it != s.expiry.end() && it->second == old_expires) s.expiry.erase(it);
+  }
+  s.expiry.emplace(f, expires);
+  s.arrival.emplace_back(f, expires);
+  return true;
+}
+
+std::size_t replay_cache::size() const {
+  std::size_t n = 0;
+  for (const auto& s : shards_) {
+    const std::lock_guard lock(s->mutex);
+    n += s->expiry.size();
+  }
+  return n;
+}
+
+}  // namespace tollgate::pow

@@ -1,0 +1,36 @@
+#pragma once
+/// Proofs already spent, remembered until their challenge expires (DESIGN §5): a bounded set
+/// keyed by the challenge. When full, the oldest entries go first.
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tollgate::pow {
+
+/// Thread safety: spend() may be called from any thread.
+class replay_cache {
+ public:
+  /// Remembers at most `capacity` challenges.
+  explicit replay_cache(std::size_t capacity);
+  /// Marks `challenge` (valid until `expires`, Unix seconds) as spent at `now`. False when it
+  /// was spent before: a replay.
+  bool spend(std::string_view challenge, std::int64_t expires, std::int64_t now);
+  /// Challenges remembered.
+  std::size_t size() const;
+
+ private:
+  struct shard {
+    mutable std::mutex mutex;
+    std::unordered_map<std::uint64_t, std::int64_t> expiry;      ///< fingerprint -> expires
+    std::deque<std::pair<std::uint64_t, std::int64_t>> arrival;  ///< oldest first
+  };
+  std::vector<std::unique_ptr<shard>> shards_;
+  std::size_t per_shard_;
+};
+
+}  // namespace tollgate::pow

@@ -1,0 +1,120 @@
+#include "gateway/pow/violations.hpp"
+
+#include <algorithm>
+
+namespace tollgate::pow {
+
+unsigned decaying_counter::value(std::int64_t now, std::int64_t interval) const noexcept {
+  if (count == 0) return 0;
+  const std::int64_t elapsed = now - last;
+  if (elapsed <= 0 || interval <= 0) return count;
+  const std::int64_t fallen = elapsed / interval;
+  return fallen >= count ? 0 : count - static_cast<unsigned>(fallen);
+}
+
+unsigned decaying_counter::raise(std::int64_t now, std::int64_t interval, unsigned max) noexcept {
+  count = std::min(value(now, interval) + 1, std::max(max, 1u));
+  last = now;
+  return count;
+}
+
+violation_tables::violation_tables(const counter_settings& s, std::size_t reasons)
+    : settings_(s),
+      reasons_(reasons),
+      individual_(s.max_individual),
+      network_(s.max_network),
+      // Bans outlive counters (repeat bans double), but are bounded like them.
+      bans_(s.max_individual) {}
+
+std::optional<std::int64_t> violation_tables::record(const subject& individual,
+                                                     const subject& network, std::size_t reason,
+                                                     const reason_rule& rule, std::int64_t now) {
+  const auto interval = settings_.decay_interval;
+  if (rule.network) {
+    network_.update(network, [&](decaying_counter& c) {
+      return c.raise(now, interval, settings_.max_counter);
+    });
+  }
+  bool ban = false;
+  if (rule.individual || rule.ban_threshold > 0) {
+    ban = individual_.update(individual, [&](individual_entry& e) {
+      if (rule.individual) e.counter.raise(now, interval, settings_.max_counter);
+      if (rule.ban_threshold == 0 || reason >= reasons_) return false;
+      if (e.reasons.size() < reasons_) e.reasons.resize(reasons_);
+      auto& c = e.reasons[reason];
+      if (c.raise(now, interval, rule.ban_threshold) < rule.ban_threshold) return false;
+      c = {};  // the next ban takes a full threshold again
+      return true;
+    });
+  }
+  if (!ban) return std::nullopt;
+  return bans_.update(individual, [&](ban_entry& b) {
+    // Each ban of the same address lasts twice the one before, up to the cap.
+    std::int64_t d = rule.ban_duration;
+    for (unsigned i = 0; i < b.bans && d < rule.ban_max_duration; ++i)
+      d *= 2;
+    d = std::min(d, std::max(rule.ban_max_duration, rule.ban_duration));
+    b.until = std::max(b.until, now + d);
+    ++b.bans;
+    return b.until;
+  });
+}
+
+unsigned violation_tables::requirement(const subject& individual, const subject& network,
+                                       std::int64_t now) const {
+  const auto interval = settings_.decay_interval;
+  unsigned n = 0;
+  individual_.find(individual,
+                   [&](const individual_entry& e) { n = e.counter.value(now, interval); });
+  network_.find(network,
+                [&](const decaying_counter& c) { n = std::max(n, c.value(now, interval)); });
+  return n;
+}
+
+std::optional<std::int64_t> violation_tables::banned_until(const subject& individual,
+                                                           std::int64_t now) const {
+  std::optional<std::int64_t> until;
+  bans_.find(individual, [&](const ban_entry& b) {
+    if (b.until > now) until = b.until;
+  });
+  return until;
+}
+
+bool violation_tables::lift(const subject& individual, std::int64_t now) {
+  bool was = false;
+  bans_.find(individual, [&](const ban_entry& b) { was = b.until > now; });
+  if (!was) return false;
+  bans_.update(individual, [&](ban_entry& b) { b.until = now; });
+  return true;
+}
+
+std::vector<violation_tables::ban_view> violation_tables::bans(std::int64_t now) const {
+  std::vector<ban_view> out;
+  bans_.for_each([&](const subject& k, const ban_entry& b) {
+    if (b.until > now) out.push_back({k, b.until, b.bans});
+  });
+  std::sort(out.begin(), out.end(),
+            [](const ban_view& a, const ban_view& b) { return a.until < b.until; });
+  return out;
+}
+
+violation_tables::client_view violation_tables::describe(const subject& individual,
+                                                         const subject& network,
+                                                         std::int64_t now) const {
+  const auto interval = settings_.decay_interval;
+  client_view v;
+  v.reasons.assign(reasons_, 0);
+  individual_.find(individual, [&](const individual_entry& e) {
+    v.individual = e.counter.value(now, interval);
+    for (std::size_t i = 0; i < e.reasons.size() && i < reasons_; ++i)
+      v.reasons[i] = e.reasons[i].value(now, interval);
+  });
+  network_.find(network, [&](const decaying_counter& c) { v.network = c.value(now, interval); });
+  bans_.find(individual, [&](const ban_entry& b) {
+    v.bans = b.bans;
+    if (b.until > now) v.banned_until = b.until;
+  });
+  return v;
+}
+
+}  // namespace tollgate::pow

@@ -1,0 +1,101 @@
+#pragma once
+/// Violation counters per individual address and per network prefix, and the bans they lead
+/// to (DESIGN §5). Counters rise by one per violation up to a maximum and fall by one per full
+/// decay interval without a new one, computed when read; tables are bounded (LRU).
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "gateway/pow/lru_map.hpp"
+
+namespace tollgate::pow {
+
+/// Counter settings (the policy's pow_counters). Times in nanoseconds.
+struct counter_settings {
+  unsigned max_counter = 10;                       ///< counters saturate here
+  std::int64_t decay_interval = 3600'000'000'000;  ///< one down per interval
+  std::size_t max_individual = 50'000;             ///< individual entries kept
+  std::size_t max_network = 10'000;                ///< network entries kept
+};
+
+/// What one violation reason does.
+struct reason_rule {
+  bool individual = false;            ///< raises the individual counter
+  bool network = false;               ///< raises the network counter
+  unsigned ban_threshold = 0;         ///< violations of this reason that ban; 0: never
+  std::int64_t ban_duration = 0;      ///< first ban (ns)
+  std::int64_t ban_max_duration = 0;  ///< cap of the doubling (ns)
+};
+
+/// A counter that decays lazily.
+struct decaying_counter {
+  std::uint32_t count = 0;  ///< value at `last`
+  std::int64_t last = 0;    ///< time of the last rise (ns)
+  /// The value at `now`.
+  unsigned value(std::int64_t now, std::int64_t interval) const noexcept;
+  /// One more at `now`, up to `max`; returns the new value.
+  unsigned raise(std::int64_t now, std::int64_t interval, unsigned max) noexcept;
+};
+
+/// Counters and bans of every client.
+/// Thread safety: every member function may be called from any thread.
+class violation_tables {
+ public:
+  /// Tables for `reasons` reasons (indices 0..reasons-1) under `s`.
+  violation_tables(const counter_settings& s, std::size_t reasons);
+
+  /// Records a violation of reason `reason` under `rule` by the client whose keys are
+  /// `individual` and `network`, at `now`. Returns the end of the ban it caused, if any.
+  std::optional<std::int64_t> record(const subject& individual, const subject& network,
+                                     std::size_t reason, const reason_rule& rule, std::int64_t now);
+
+  /// N = max(individual counter, network counter) at `now`.
+  unsigned requirement(const subject& individual, const subject& network, std::int64_t now) const;
+
+  /// The end of the ban on `individual`, if it is banned at `now`.
+  std::optional<std::int64_t> banned_until(const subject& individual, std::int64_t now) const;
+
+  /// Lifts the ban on `individual` (its history of bans stays); whether it was banned.
+  bool lift(const subject& individual, std::int64_t now);
+
+  /// One ban, as listed by the admin API.
+  struct ban_view {
+    subject who;         ///< the individual key
+    std::int64_t until;  ///< end (ns)
+    unsigned bans;       ///< bans so far, this one included
+  };
+  /// Bans in force at `now`.
+  std::vector<ban_view> bans(std::int64_t now) const;
+
+  /// What is known of one client, for the admin API.
+  struct client_view {
+    unsigned individual = 0;                   ///< individual counter now
+    unsigned network = 0;                      ///< network counter now
+    std::vector<unsigned> reasons;             ///< per reason, now
+    std::optional<std::int64_t> banned_until;  ///< if banned now
+    unsigned bans = 0;                         ///< bans so far
+  };
+  client_view describe(const subject& individual, const subject& network, std::int64_t now) const;
+
+  /// Entries held (individual, network), for metrics.
+  std::size_t individual_entries() const noexcept { return individual_.size(); }
+  std::size_t network_entries() const noexcept { return network_.size(); }
+
+ private:
+  struct individual_entry {
+    decaying_counter counter;               ///< the individual level's counter
+    std::vector<decaying_counter> reasons;  ///< per reason, toward its ban threshold
+  };
+  struct ban_entry {
+    std::int64_t until = 0;  ///< end of the current or last ban
+    unsigned bans = 0;       ///< bans so far (each doubles the next)
+  };
+  counter_settings settings_;
+  std::size_t reasons_;
+  lru_map<individual_entry> individual_;
+  lru_map<decaying_counter> network_;
+  lru_map<ban_entry> bans_;
+};
+
+}  // namespace tollgate::pow
