@@ -8,12 +8,14 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/app/admin_api.hpp"
 #include "gateway/config/error.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/limit/memory_store.hpp"
 #include "gateway/metrics/exposition.hpp"
 #include "gateway/net/admin.hpp"
 #include "gateway/net/server.hpp"
+#include "gateway/pow/challenge.hpp"
 
 namespace {
 
@@ -26,7 +28,8 @@ int usage() {
   std::fprintf(stderr,
                "usage: tollgate [--config FILE]      run (default FILE: config/gateway.yaml)\n"
                "       tollgate --check-config FILE  validate, print errors with file:line\n"
-               "       tollgate --version\n");
+               "       tollgate --version\n"
+               "       tollgate pow solve CHALLENGE BITS  print a nonce for a challenge\n");
   return 2;
 }
 
@@ -88,6 +91,29 @@ void log_summary(const config::gateway_config& g, unsigned workers) {
                g.default_route.upstream);
 }
 
+std::string admin_token() {
+  const char* t = std::getenv("TOLLGATE_ADMIN_TOKEN");
+  if (t != nullptr && *t != '\0') return t;
+  spdlog::warn(
+      "TOLLGATE_ADMIN_TOKEN is not set: the admin API is open to whoever reaches the "
+      "admin listener");
+  return {};
+}
+
+/// tollgate pow solve CHALLENGE BITS
+int solve(const char* challenge, const char* bits_text) {
+  char* end = nullptr;
+  const unsigned long bits = std::strtoul(bits_text, &end, 10);
+  if (end == bits_text || *end != '\0' || bits > 64) {
+    std::fprintf(stderr, "tollgate pow solve: BITS must be a number from 0 to 64\n");
+    return 2;
+  }
+  std::printf("%s\n", pow::solve(challenge, static_cast<unsigned>(bits),
+                                 std::max(1u, std::thread::hardware_concurrency()))
+                          .c_str());
+  return 0;
+}
+
 int run(const std::string& path) {
   spdlog::flush_on(spdlog::level::info);
   config::gateway_config cfg;
@@ -109,7 +135,20 @@ int run(const std::string& path) {
   limit::scope_registry scopes;
   const core::siphash_key identity_key{random_u64(), random_u64()};
   const core::steady_unix_clock clock;
-  net::shared_state shared{store, clock};
+  // The PoW secret: from the environment, or made up now (challenges then die with the
+  // process, and replicas cannot verify each other's).
+  std::string secret;
+  if (const char* s = std::getenv(cfg.pow.secret_env.c_str()); s != nullptr && *s != '\0') {
+    secret = s;
+  } else {
+    spdlog::warn("{} is not set: using a random PoW secret; challenges will not survive a restart",
+                 cfg.pow.secret_env);
+    secret.resize(32);
+    pow::random_bytes(secret.data(), secret.size());
+  }
+  policy::pow_state pow_state(secret, cfg.pow, cfg.policy.pow_counters,
+                              cfg.policy.violations.size());
+  net::shared_state shared{store, clock, pow_state};
   metrics::registry metrics;
 
   std::shared_ptr<const net::snapshot> current;
@@ -153,9 +192,15 @@ int run(const std::string& path) {
               }
               values.tracked_keys.emplace_back(
                   "keyed", static_cast<double>(store.tracked(limit::level::global)));
+              values.active_bans =
+                  static_cast<double>(pow_state.violations().bans(clock.now()).size());
               return metrics::render(server.counters(), metrics, values);
             },
-            [&] { return !draining; }});
+            [&] { return !draining; },
+            [&](std::string_view method, std::string_view path) {
+              return app::admin_api(pow_state, store, clock, current).handle(method, path);
+            },
+            admin_token()});
   } catch (const std::exception& e) {
     spdlog::critical("cannot listen on the admin address: {}", e.what());
     return 1;
@@ -208,6 +253,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc == 3 && std::strcmp(argv[1], "--check-config") == 0) return check_config(argv[2]);
+  if (argc == 5 && std::strcmp(argv[1], "pow") == 0 && std::strcmp(argv[2], "solve") == 0) {
+    return solve(argv[3], argv[4]);
+  }
   if (argc == 3 && std::strcmp(argv[1], "--config") == 0) {
     path = argv[2];
   } else if (argc != 1) {

@@ -26,6 +26,12 @@ inline constexpr std::size_t upstream_error_count = 3;
 /// Label values of `kind`.
 std::string_view upstream_error_name(upstream_error e) noexcept;
 
+/// Label values of `result` of tollgate_pow_verifications_total, in the order of
+/// pow::proof_failure (valid first).
+inline constexpr std::array<std::string_view, 7> verification_results = {
+    "valid",        "malformed",         "bad_signature", "expired",
+    "wrong_client", "insufficient_work", "replayed"};
+
 /// Most distinct names a label may take (categories, upstreams, listeners); more share "other".
 inline constexpr std::size_t max_names = 64;
 /// Most address and keyed levels (limit::level_count).
@@ -76,6 +82,10 @@ struct worker_counters {
   histogram<limiter_buckets.size()> limiter_check;    ///< time of one limiter decision
   std::array<counter, max_names> connections_opened;  ///< [listener]
   std::array<counter, max_names> connections_closed;  ///< [listener]
+  std::array<counter, max_names> pow_challenges;      ///< [category] 428s issued
+  std::array<counter, verification_results.size()> pow_verifications;  ///< [result]
+  std::array<counter, max_names> violations;                           ///< [reason]
+  counter bans;                                                        ///< bans imposed
 };
 
 /// Label values by index, assigned once per name for the life of the process.

@@ -154,6 +154,53 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   }
   out.push_back(std::move(tracked));
 
+  auto challenges = family("tollgate_pow_challenges_total",
+                           "Proof-of-work challenges issued (428).", MetricType::Counter);
+  for (std::size_t c = 0; c < categories.size(); ++c) {
+    challenges.metric.push_back(counter_metric(
+        {{"category", categories[c]}},
+        static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
+          return w.pow_challenges[c];
+        }))));
+  }
+  out.push_back(std::move(challenges));
+
+  auto verifications = family("tollgate_pow_verifications_total",
+                              "Proofs of work checked, by result.", MetricType::Counter);
+  for (std::size_t i = 0; i < verification_results.size(); ++i) {
+    verifications.metric.push_back(counter_metric(
+        {{"result", std::string(verification_results[i])}},
+        static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
+          return w.pow_verifications[i];
+        }))));
+  }
+  out.push_back(std::move(verifications));
+
+  const auto reasons = r.reasons.names();
+  auto violations =
+      family("tollgate_violations_total", "Violations recorded, by reason.", MetricType::Counter);
+  for (std::size_t i = 0; i < reasons.size(); ++i) {
+    violations.metric.push_back(counter_metric(
+        {{"reason", reasons[i]}},
+        static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
+          return w.violations[i];
+        }))));
+  }
+  out.push_back(std::move(violations));
+
+  auto bans = family("tollgate_bans_total", "Bans imposed.", MetricType::Counter);
+  bans.metric.push_back(counter_metric(
+      {}, static_cast<double>(
+              sum(workers, [](const worker_counters& w) -> const counter& { return w.bans; }))));
+  out.push_back(std::move(bans));
+  auto active_bans = family("tollgate_active_bans", "Bans in force.", MetricType::Gauge);
+  {
+    ClientMetric m;
+    m.gauge.value = values.active_bans;
+    active_bans.metric.push_back(std::move(m));
+  }
+  out.push_back(std::move(active_bans));
+
   auto reloads = family("tollgate_config_reloads_total", "Configuration reloads by result.",
                         MetricType::Counter);
   reloads.metric.push_back(

@@ -17,6 +17,7 @@ struct registry {
   name_table categories;                     ///< label `category`
   name_table upstreams;                      ///< label `upstream`
   name_table listeners;                      ///< label `listener`
+  name_table reasons;                        ///< label `reason` (violation reasons)
   std::atomic<std::uint64_t> reloads_ok{0};  ///< tollgate_config_reloads_total{result="success"}
   std::atomic<std::uint64_t> reloads_failed{
       0};  ///< tollgate_config_reloads_total{result="failure"}
@@ -25,6 +26,7 @@ struct registry {
 /// Values read at scrape time.
 struct scrape_values {
   std::vector<std::pair<std::string, double>> tracked_keys;  ///< level -> entries held
+  double active_bans = 0;                                    ///< bans in force
 };
 
 /// The exposition of every metric, summed over `workers`.

@@ -2,9 +2,35 @@
 
 #include <spdlog/spdlog.h>
 
+#include "gateway/pow/crypto.hpp"
+
 namespace tollgate::net {
 
 namespace {
+
+/// Whether `req` carries the admin token (compared in constant time).
+bool authorized(const admin_server::handlers& h, const http::request<http::empty_body>& req) {
+  if (h.token.empty()) return true;
+  const std::string expected = "Bearer " + h.token;
+  const auto given = req[http::field::authorization];
+  return given.size() == expected.size() &&
+         pow::equal_secret(given.data(), expected.data(), expected.size());
+}
+
+void answer_api(const admin_server::handlers& h, const http::request<http::empty_body>& req,
+                std::string_view path, http::response<http::string_body>& res) {
+  res.set(http::field::content_type, "application/json");
+  if (!authorized(h, req)) {
+    res.result(http::status::unauthorized);
+    res.set(http::field::www_authenticate, "Bearer");
+    res.body() = "{\"error\":\"a bearer token is required\"}";
+    return;
+  }
+  const auto reply =
+      h.api(std::string_view(req.method_string().data(), req.method_string().size()), path);
+  res.result(static_cast<http::status>(reply.status));
+  res.body() = reply.body;
+}
 
 asio::awaitable<void> serve_admin(tcp::socket socket, const admin_server::handlers& h) {
   beast::tcp_stream stream(std::move(socket));
@@ -21,7 +47,10 @@ asio::awaitable<void> serve_admin(tcp::socket socket, const admin_server::handle
     http::response<http::string_body> res{http::status::ok, req.version()};
     res.set(http::field::server, "tollgate");
     res.set(http::field::content_type, "text/plain; charset=utf-8");
-    if (req.method() != http::verb::get && req.method() != http::verb::head) {
+    const bool api = path.starts_with("/admin/");
+    if (api) {
+      answer_api(h, req, path, res);
+    } else if (req.method() != http::verb::get && req.method() != http::verb::head) {
       res.result(http::status::method_not_allowed);
       res.set(http::field::allow, "GET, HEAD");
       res.body() = "method not allowed\n";

@@ -1,10 +1,12 @@
 #pragma once
-/// The admin listener (DESIGN §10): /metrics, /healthz, /readyz. It runs on the control
+/// The admin listener (DESIGN §10): /metrics, /healthz, /readyz and the JSON admin API under
+/// /admin/ (behind a bearer token when one is set). It runs on the control
 /// io_context of the main thread, so scrapes never compete with the workers' event loops.
 
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "gateway/net/asio.hpp"
 
@@ -15,9 +17,17 @@ namespace tollgate::net {
 class admin_server {
  public:
   /// What the endpoints answer with.
+  /// An answer of the admin API.
+  struct reply {
+    unsigned status = 200;  ///< HTTP status
+    std::string body;       ///< JSON
+  };
   struct handlers {
     std::function<std::string()> metrics;  ///< Prometheus text exposition
     std::function<bool()> ready;           ///< false while draining
+    /// The admin API: method and path (under /admin/, query removed) to a JSON answer.
+    std::function<reply(std::string_view method, std::string_view path)> api;
+    std::string token;  ///< required as "Authorization: Bearer <token>" when not empty
   };
   /// Binds `endpoint` on `io` (throws on failure).
   admin_server(asio::io_context& io, const tcp::endpoint& endpoint, handlers h);

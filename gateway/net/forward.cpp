@@ -4,6 +4,12 @@
 #include <optional>
 #include <span>
 
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "gateway/core/text.hpp"
+#include "gateway/limit/address.hpp"
 #include "gateway/net/heads.hpp"
 
 namespace tollgate::net {
@@ -103,7 +109,46 @@ void upstream_head(const request_parser& parser, const forward_request& r, conne
   render_upstream_head(sc.head, parser, sc.forwarded_for, r.tls ? "https" : "http", real_ip);
 }
 
+/// Records the violations an upstream response reports: its X-Tollgate-Violation fields and
+/// a status the category maps to a reason. Unknown reasons are ignored (logged at debug).
+void record_response_violations(worker& w, const forward_request& r, const response_parser& rp) {
+  const auto& res = rp.get();
+  const auto& rules = r.snap.policy.violations();
+  const auto [first, last] = res.base().equal_range(violation_field);
+  const auto& pow = r.route.category->pow;
+  const unsigned status = res.result_int();
+  const bool by_status = std::any_of(pow.status_violations.begin(), pow.status_violations.end(),
+                                     [&](const auto& v) { return v.first == status; });
+  if (first == last && !by_status) return;  // the usual case: nothing to record
+  const core::nanos now = w.shared.clock.now();
+  for (auto f = first; f != last; ++f) {
+    const std::string_view reason = core::trim(sv(f->value()));
+    if (const auto i = rules.find(reason)) {
+      record_violation(w, r.snap, r.who, *i, now);
+    } else {
+      spdlog::debug("upstream reported an unknown violation reason '{}'", reason);
+    }
+  }
+  for (const auto& [s, reason] : pow.status_violations) {
+    if (s == status) record_violation(w, r.snap, r.who, reason, now);
+  }
+}
+
 }  // namespace
+
+void record_violation(worker& w, const snapshot& snap, const policy::client_subjects& who,
+                      std::size_t reason, core::nanos now) {
+  const auto& rules = snap.policy.violations();
+  w.counters.violations[snap.reason_metric[reason]].add();
+  const auto until = w.shared.pow.violations().record(who.individual, who.network, reason,
+                                                      rules.rules[reason], now);
+  if (!until) return;
+  w.counters.bans.add();
+  spdlog::warn("banned {} for {} s after repeated {} violations",
+               limit::key_to_string(static_cast<limit::level>(who.individual.level),
+                                    who.individual.key, snap.policy.prefixes()),
+               core::ceil_seconds(*until - now), rules.names[reason]);
+}
 
 namespace {
 
@@ -215,6 +260,7 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count(),
       metrics::upstream_buckets);
 
+  record_response_violations(w, r, *rp);
   sc.status = rp->get().result_int();
   const bool head_request = parser.get().method() == http::verb::head;
   const client_framing framing =

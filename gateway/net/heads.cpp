@@ -62,9 +62,12 @@ void append_end_to_end(std::string& out, const fields& f, Ours ours) {
   }
 }
 
+/// Request fields the gateway sets or consumes: the forwarding ones, Expect (answered here),
+/// and the proof of work (spent here).
 bool is_forwarding_field(std::string_view name) noexcept {
   return core::iequals(name, "x-forwarded-for") || core::iequals(name, "x-forwarded-proto") ||
-         core::iequals(name, "x-real-ip") || core::iequals(name, "expect");
+         core::iequals(name, "x-real-ip") || core::iequals(name, "expect") ||
+         core::iequals(name, "x-pow-solution");
 }
 
 bool is_rate_limit_field(std::string_view name) noexcept {
@@ -125,7 +128,7 @@ client_framing render_client_head(std::string& out, const response_parser& parse
   out += reason.empty() ? sv(http::obsolete_reason(res.result())) : reason;
   out += "\r\n";
   append_end_to_end(out, res.base(), [&](std::string_view name) {
-    return fields.present && is_rate_limit_field(name);
+    return (fields.present && is_rate_limit_field(name)) || core::iequals(name, violation_field);
   });
   append_rate_limit_fields(out, fields);
 

@@ -12,6 +12,9 @@
 
 namespace tollgate::net {
 
+/// Reported by an upstream, recorded as a violation, never shown to the client (DESIGN §5).
+inline constexpr std::string_view violation_field = "X-Tollgate-Violation";
+
 /// Appends the rate-limit header lines of DESIGN §4 (nothing when the request carried no
 /// limits; Retry-After and X-RateLimit-Reason only for a rejection).
 void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields& fields);

@@ -35,7 +35,7 @@ std::string problem_body(int status, std::string_view title, std::string_view de
 task<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned version,
                        http::status status, std::string_view body,
                        const policy::rate_limit_fields* rate_limit, bool keep_alive,
-                       std::chrono::nanoseconds timeout) {
+                       std::chrono::nanoseconds timeout, std::string_view extra_fields) {
   sc.status = static_cast<unsigned>(status);
   std::string& head = sc.head;
   head.clear();
@@ -45,6 +45,7 @@ task<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned v
   head += sv(http::obsolete_reason(status));
   head += "\r\nServer: tollgate\r\nContent-Type: application/problem+json\r\n";
   if (rate_limit != nullptr) append_rate_limit_fields(head, *rate_limit);
+  head += extra_fields;
   head += "Content-Length: ";
   core::append_decimal(head, static_cast<std::int64_t>(body.size()));
   head += "\r\n";

@@ -12,6 +12,7 @@
 #include "gateway/net/asio.hpp"
 #include "gateway/net/deadline.hpp"
 #include "gateway/net/messages.hpp"
+#include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/verdict.hpp"
 
 namespace tollgate::net {
@@ -26,6 +27,7 @@ struct connection_scratch {
   std::array<char, 16 * 1024> body;  ///< one chunk of a body being relayed
   std::string head;                  ///< the head being sent (upstream or client)
   field_arena arena;                 ///< header fields of the current request and response
+  policy::challenge_answer answer;   ///< header lines and body of a 428 or 403
   unsigned status = 0;  ///< status of the response sent for the current request (access log)
 };
 
@@ -102,10 +104,11 @@ std::string problem_body(int status, std::string_view title, std::string_view de
 
 /// Writes a problem+json response made by the gateway itself, its head rendered into the
 /// connection's head buffer and sent with `body` in one write; records its status. `body`
-/// must stay alive until this completes. Returns whether the connection stays open.
+/// must stay alive until this completes. `extra_fields` are further header lines, each ending
+/// in CRLF. Returns whether the connection stays open.
 task<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned version,
                        http::status status, std::string_view body,
                        const policy::rate_limit_fields* rate_limit, bool keep_alive,
-                       std::chrono::nanoseconds timeout);
+                       std::chrono::nanoseconds timeout, std::string_view extra_fields = {});
 
 }  // namespace tollgate::net

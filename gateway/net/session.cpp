@@ -23,6 +23,8 @@ core::address to_address(const tcp::endpoint& ep) noexcept {
   return core::address::from_v6(raw);
 }
 
+constexpr std::string_view pow_solution_field = "X-PoW-Solution";
+
 /// Header lookup for the router, which sees no Beast types.
 std::string_view header_of(const void* fields, std::string_view name) {
   const auto& f = *static_cast<const net::fields*>(fields);
@@ -112,16 +114,92 @@ core::address client_address_of(const fields& f, const core::address& peer,
   return policy::client_address(peer, std::span(forwarded.data(), n), trusted);
 }
 
-/// Counts a limiter decision: by category and outcome, and a rejection by its binding limit.
-void count_decision(metrics::worker_counters& c, std::uint16_t category,
-                    const limit::limit_request& req, const limit::decision& d) {
-  const auto outcome = d.admitted ? metrics::decision::allowed : metrics::decision::limited;
-  c.requests[category][static_cast<std::size_t>(outcome)].add();
-  if (d.admitted) return;
+/// Counts a rejection by the limits under its binding limit.
+void count_limited(metrics::worker_counters& c, std::uint16_t category,
+                   const limit::limit_request& req, const limit::decision& d) {
   const auto& binding = d.limits[d.binding];
   c.rate_limited[category][static_cast<std::size_t>(req.groups[binding.group].lvl)]
                 [static_cast<std::size_t>(binding.tier)]
                     .add();
+}
+
+/// What becomes of a request.
+struct plan {
+  bool forward = false;                                    ///< admitted: forward it
+  http::status status = http::status::ok;                  ///< otherwise the answer's status
+  std::string_view body;                                   ///< the answer's body
+  std::string_view extra_fields;                           ///< its further header lines
+  const policy::rate_limit_fields* rate = nullptr;         ///< its rate-limit fields, if checked
+  metrics::decision outcome = metrics::decision::allowed;  ///< for tollgate_requests_total
+};
+
+/// A 428 with a new challenge of `bits` for `who`; counts the challenge.
+plan challenge(worker& w, const snapshot& snap, const policy::category_limits& category,
+               const policy::client_subjects& who, unsigned bits, const policy::proof& p,
+               connection_scratch& sc, std::int64_t now_s) {
+  sc.answer = policy::make_challenge(w.shared.pow, who, category.pow, bits, p.failure, now_s);
+  w.counters.pow_challenges[snap.metric_of(category)].add();
+  return {false,   http::status::precondition_required, sc.answer.body, sc.answer.fields,
+          nullptr, metrics::decision::challenged};
+}
+
+/// Decides a request in the order of DESIGN §5: a ban, then a proof the client's violations
+/// require, then the limits (with pay-to-pass when the category has it). Fills the rate-limit
+/// fields of `sc` when the limits were checked.
+plan decide_request(worker& w, const snapshot& snap, const policy::category_limits& category,
+                    const core::address& client, const policy::client_subjects& who,
+                    std::string_view identity, std::string_view solution, connection_scratch& sc) {
+  auto& guard = w.shared.pow;
+  const core::nanos now = w.shared.clock.now();
+  const std::int64_t now_s = now / core::ns_per_s;
+  sc.fields.present = false;
+  if (const auto until = guard.violations().banned_until(who.individual, now)) {
+    sc.answer = policy::make_ban_answer(core::ceil_seconds(*until - now));
+    return {false,   http::status::forbidden,  sc.answer.body, sc.answer.fields,
+            nullptr, metrics::decision::banned};
+  }
+  policy::proof p = policy::check_proof(guard, solution, who, category.pow, now_s);
+  if (p.sent) w.counters.pow_verifications[static_cast<std::size_t>(p.failure)].add();
+  // A failed proof counts against the client's network, except one that merely expired.
+  auto refuse = [&](unsigned bits) {
+    if (p.sent && p.failure != pow::proof_failure::expired) {
+      record_violation(w, snap, who, snap.policy.violations().pow_failed, now);
+    }
+    return challenge(w, snap, category, who, bits, p, sc, now_s);
+  };
+  if (category.pow.enabled) {
+    const unsigned n = guard.violations().requirement(who.individual, who.network, now);
+    const unsigned bits = pow::required_bits(n, category.pow.base_bits, category.pow.step_bits,
+                                             category.pow.max_bits);
+    if (n > 0 && !policy::spend_proof(guard, p, bits, now_s)) return refuse(bits);
+  }
+
+  const auto lreq = snap.policy.request(category, client, identity, now);
+  limit::decision d;
+  // The in-process store answers at once; an asynchronous one would complete on this
+  // worker's io_context (Redis, DESIGN §11), which this session does not await yet.
+  const auto check_start = std::chrono::steady_clock::now();
+  w.shared.limiter.decide(lreq, d, {});
+  w.counters.limiter_check.observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count(),
+      metrics::limiter_buckets);
+  policy::describe(lreq, d, category, client.family(), sc.fields);
+  if (d.admitted) {
+    if (p.sent && !p.spent) policy::spend_proof(guard, p, 0, now_s);  // sent, so spent
+    return {true, http::status::ok, {}, {}, &sc.fields, metrics::decision::allowed};
+  }
+  count_limited(w.counters, snap.metric_of(category), lreq, d);
+  if (!category.pow.on_limit) {
+    return {false,      http::status::too_many_requests, sc.fields.body, {},
+            &sc.fields, metrics::decision::limited};
+  }
+  // Pay to pass: a proof admits this one request past the limits, committing nothing.
+  if (policy::spend_proof(guard, p, category.pow.on_limit_bits, now_s)) {
+    return {true, http::status::ok, {}, {}, &sc.fields, metrics::decision::pow_passed};
+  }
+  plan out = refuse(category.pow.on_limit_bits);
+  out.rate = &sc.fields;  // it went through the limits
+  return out;
 }
 
 /// The request loop of one connection; `watch` bounds every phase.
@@ -189,26 +267,19 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     const std::string_view identity = category.identity_header.empty()
                                           ? std::string_view()
                                           : header_of(&req.base(), category.identity_header);
-    const auto lreq = snap->policy.request(category, client_addr, identity, w.shared.clock.now());
-    limit::decision d;
-    // The in-process store answers at once; an asynchronous one would complete on this
-    // worker's io_context (Redis, DESIGN §11), which this session does not await yet.
-    const auto check_start = std::chrono::steady_clock::now();
-    w.shared.limiter.decide(lreq, d, {});
-    w.counters.limiter_check.observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count(),
-        metrics::limiter_buckets);
-    count_decision(w.counters, snap->metric_of(category), lreq, d);
-    policy::describe(lreq, d, category, client_addr.family(), sc->fields);
+    const auto who = policy::subjects_of(client_addr, snap->policy.prefixes());
+    const auto solution = sv(req[pow_solution_field]);
+    const plan pl = decide_request(w, *snap, category, client_addr, who, identity, solution, *sc);
+    w.counters.requests[snap->metric_of(category)][static_cast<std::size_t>(pl.outcome)].add();
 
     bool stay = false;
-    if (!d.admitted) {
+    if (!pl.forward) {
       // The body, if any, is not read: close afterwards rather than parse what we refuse.
-      stay = co_await write_local(watch, *sc, version, http::status::too_many_requests,
-                                  sc->fields.body, &sc->fields, keep_alive && parser.is_done(),
-                                  duration_of(limits.body_timeout));
+      stay = co_await write_local(watch, *sc, version, pl.status, pl.body, pl.rate,
+                                  keep_alive && parser.is_done(), duration_of(limits.body_timeout),
+                                  pl.extra_fields);
     } else {
-      const forward_request fr{*snap, route, peer, client_addr, l.tls, keep_alive, version};
+      const forward_request fr{*snap, route, peer, client_addr, l.tls, keep_alive, version, who};
       stay = co_await forward(w, fr, watch, buffer, parser, *sc);
     }
     if (access_log) {
@@ -218,7 +289,7 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
               .count();
       spdlog::info("access {} \"{} {} HTTP/{}.{}\" {} category={} decision={} {:.3f}ms",
                    client_addr.to_string(), sv(req.method_string()), sv(req.target()), version / 10,
-                   version % 10, sc->status, category.name, d.admitted ? "allowed" : "limited", ms);
+                   version % 10, sc->status, category.name, metrics::decision_name(pl.outcome), ms);
     }
     if (!stay) {
       client.shutdown(tcp::socket::shutdown_send, ec);

@@ -41,6 +41,8 @@ snapshot::snapshot(config::gateway_config c, limit::scope_registry& scopes, core
   }
   for (const auto& u : config.upstreams)
     upstream_metric.push_back(metrics.upstreams.index(u.name));
+  for (const auto& r : policy.violations().names)
+    reason_metric.push_back(metrics.reasons.index(r));
 }
 
 }  // namespace tollgate::net

@@ -22,6 +22,7 @@ struct snapshot {
   std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  ///< per upstream, resolved
   std::vector<std::uint16_t> category_metric;  ///< metric label index per compiled category
   std::vector<std::uint16_t> upstream_metric;  ///< metric label index per upstream
+  std::vector<std::uint16_t> reason_metric;    ///< metric label index per violation reason
 
   /// Compiles `c`; resolves every upstream endpoint now (throws config::error when a name
   /// does not resolve).

@@ -12,6 +12,7 @@
 #include "gateway/net/asio.hpp"
 #include "gateway/net/snapshot.hpp"
 #include "gateway/net/upstream_pool.hpp"
+#include "gateway/policy/pow_gate.hpp"
 
 namespace tollgate::net {
 
@@ -20,6 +21,7 @@ namespace tollgate::net {
 struct shared_state {
   limit::limiter& limiter;   ///< the limiter store
   const core::clock& clock;  ///< time for decisions and headers
+  policy::pow_state& pow;    ///< challenges, replay cache, violation counters, bans
 };
 
 /// A listener as sessions see it.

@@ -39,7 +39,7 @@ std::string family_policy_field(const category_limits& c, level fine, level coar
 
 compiled_policy::compiled_policy(const config::policy_config& policy, limit::scope_registry& scopes,
                                  core::siphash_key identity_key)
-    : identity_key_(identity_key) {
+    : violations_(compile_violations(policy)), identity_key_(identity_key) {
   const auto& p = policy.prefixes;
   prefixes_ = {p.ipv4_individual, p.ipv4_network, p.ipv6_subnet, p.ipv6_provider};
   categories_.reserve(policy.categories.size());
@@ -60,6 +60,7 @@ compiled_policy::compiled_policy(const config::policy_config& policy, limit::sco
     }
     c.policy_field[0] = family_policy_field(c, level::ipv4_individual, level::ipv4_network);
     c.policy_field[1] = family_policy_field(c, level::ipv6_subnet, level::ipv6_provider);
+    c.pow = compile_pow(cc, violations_);
     categories_.push_back(std::move(c));
   }
 }

@@ -14,6 +14,7 @@
 #include "gateway/limit/address.hpp"
 #include "gateway/limit/request.hpp"
 #include "gateway/limit/scope_registry.hpp"
+#include "gateway/policy/pow_gate.hpp"
 
 namespace tollgate::policy {
 
@@ -24,6 +25,7 @@ struct category_limits {
   std::array<std::optional<limit::group_params>, limit::level_count> groups;  ///< by level
   std::string identity_header;              ///< identity level's header
   std::array<std::string, 2> policy_field;  ///< RateLimit-Policy for IPv4 [0] and IPv6 [1]
+  category_pow pow;                         ///< proof of work, status violations
 };
 
 /// Every category of a policy, compiled.
@@ -39,6 +41,8 @@ class compiled_policy {
   const category_limits* find(std::string_view name) const noexcept;
   /// All categories in policy order.
   const std::vector<category_limits>& categories() const noexcept { return categories_; }
+  /// The violation reasons.
+  const violation_rules& violations() const noexcept { return violations_; }
   /// The configured address level prefixes.
   const limit::level_prefixes& prefixes() const noexcept { return prefixes_; }
 
@@ -50,6 +54,7 @@ class compiled_policy {
  private:
   std::vector<category_limits> categories_;  ///< in policy order
   limit::level_prefixes prefixes_;           ///< address level prefixes
+  violation_rules violations_;               ///< reasons by index
   core::siphash_key identity_key_;           ///< keys identity hashing
 };
 

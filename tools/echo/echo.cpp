@@ -4,7 +4,8 @@
 //   tollgate-echo [--address A] [--port N] [--threads N]
 //
 // Query parameters shape the answer: status=NNN, size=N (an N-byte body instead of JSON),
-// chunked=1 (that body chunked), delay_ms=N (answer late). GET /_echo/stats returns
+// chunked=1 (that body chunked), delay_ms=N (answer late), violation=REASON (report it to
+// the gateway in X-Tollgate-Violation, as an application flags abuse). GET /_echo/stats returns
 // {"requests":N}, the number of other requests received.
 
 #include <sys/socket.h>
@@ -119,6 +120,9 @@ asio::awaitable<void> serve(tcp::socket socket) {
         co_await t.async_wait(use_tuple);
       }
       res.result(static_cast<unsigned>(number(query(target, "status"), 200)));
+      if (const auto reason = query(target, "violation"); !reason.empty()) {
+        res.set("X-Tollgate-Violation", reason);
+      }
       if (const auto size = query(target, "size"); !size.empty()) {
         res.set(http::field::content_type, "application/octet-stream");
         std::string body(number(size, 0), '\0');

@@ -1,0 +1,134 @@
+#include "gateway/policy/pow_gate.hpp"
+
+#include "gateway/core/text.hpp"
+
+namespace tollgate::policy {
+
+std::optional<std::size_t> violation_rules::find(std::string_view name) const noexcept {
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return i;
+  }
+  return std::nullopt;
+}
+
+violation_rules compile_violations(const config::policy_config& p) {
+  violation_rules out;
+  for (const auto& v : p.violations) {
+    pow::reason_rule r{v.individual, v.network};
+    if (v.ban) {
+      r.ban_threshold = v.ban->threshold;
+      r.ban_duration = v.ban->duration;
+      r.ban_max_duration = v.ban->max_duration;
+    }
+    if (v.name == "pow_failed") out.pow_failed = out.names.size();
+    out.names.push_back(v.name);
+    out.rules.push_back(r);
+  }
+  return out;
+}
+
+category_pow compile_pow(const config::category_config& c, const violation_rules& rules) {
+  category_pow p;
+  p.enabled = c.pow.enabled;
+  p.base_bits = c.pow.base_bits;
+  p.step_bits = c.pow.step_bits;
+  p.max_bits = c.pow.max_bits;
+  p.on_limit = c.pow.on_limit;
+  p.on_limit_bits = c.pow.on_limit_bits;
+  p.tag = pow::category_tag(c.name);
+  for (const auto& [status, reason] : c.status_violations) {
+    // The loader checked that every reason named here is defined.
+    if (const auto i = rules.find(reason)) p.status_violations.emplace_back(status, *i);
+  }
+  return p;
+}
+
+client_subjects subjects_of(const core::address& a, const limit::level_prefixes& p) noexcept {
+  const limit::address_keys k = limit::keys_of(a, p);
+  client_subjects s;
+  s.individual = {k.fine_key, static_cast<std::uint8_t>(k.fine)};
+  s.network = {k.coarse_key, static_cast<std::uint8_t>(k.coarse)};
+  // IPv4 keys fit in 32 bits; the level in the top byte keeps them apart from IPv6 prefixes.
+  s.tag = k.fine_key ^ (std::uint64_t{static_cast<std::uint8_t>(k.fine)} << 56);
+  return s;
+}
+
+pow_state::pow_state(std::string_view secret, const config::pow_settings& settings,
+                     const config::pow_counters_config& counters, std::size_t reasons)
+    : challenger_(secret),
+      replays_(settings.replay_cache_entries),
+      violations_(
+          pow::counter_settings{counters.max_counter, counters.decay_interval,
+                                counters.max_individual_entries, counters.max_network_entries},
+          reasons),
+      ttl_(std::max<std::int64_t>(1, settings.challenge_ttl / core::ns_per_s)) {}
+
+proof check_proof(const pow_state& s, std::string_view solution, const client_subjects& who,
+                  const category_pow& c, std::int64_t now) {
+  proof p;
+  if (solution.empty()) return p;
+  p.sent = true;
+  // Required bits are judged when the proof is spent, against what it pays for.
+  p.failure = s.challenger().check(solution, now, who.tag, c.tag, 0, p.claims, p.challenge);
+  return p;
+}
+
+bool spend_proof(pow_state& s, proof& p, unsigned bits, std::int64_t now) {
+  if (!p.sent || p.failure != pow::proof_failure::none) return false;
+  if (p.spent) {
+    p.failure = pow::proof_failure::replayed;  // one proof pays once
+    return false;
+  }
+  if (p.claims.bits < bits) {
+    p.failure = pow::proof_failure::insufficient_work;
+    return false;
+  }
+  if (!s.replays().spend(p.challenge, p.claims.expires, now)) {
+    p.failure = pow::proof_failure::replayed;
+    return false;
+  }
+  p.spent = true;
+  return true;
+}
+
+challenge_answer make_challenge(const pow_state& s, const client_subjects& who,
+                                const category_pow& c, unsigned bits, pow::proof_failure reason,
+                                std::int64_t now) {
+  const std::int64_t expires = now + s.challenge_ttl();
+  const std::string ch =
+      s.challenger().issue({expires, static_cast<std::uint8_t>(bits), c.tag, who.tag});
+  challenge_answer a;
+  a.fields = "X-PoW-Challenge: " + ch + "\r\nX-PoW-Difficulty: ";
+  core::append_decimal(a.fields, bits);
+  a.fields += "\r\nX-PoW-Algorithm: sha256\r\n";
+  a.body = R"({"type":"about:blank","title":"Precondition Required","status":428,)"
+           R"("code":"pow_required","challenge":")";
+  a.body += ch;
+  a.body += R"(","difficulty":)";
+  core::append_decimal(a.body, bits);
+  a.body += R"(,"algorithm":"sha256","expires":)";
+  core::append_decimal(a.body, expires);
+  if (reason != pow::proof_failure::none) {
+    a.body += R"(,"reason":")";
+    a.body += pow::failure_name(reason);
+    a.body += '"';
+  }
+  a.body +=
+      R"(,"hint":"find a nonce such that SHA-256(challenge ':' nonce) has at least `difficulty` )"
+      R"(leading zero bits; resend with X-PoW-Solution: <challenge>:<nonce>"})";
+  return a;
+}
+
+challenge_answer make_ban_answer(std::int64_t retry_after_seconds) {
+  challenge_answer a;
+  a.fields = "Retry-After: ";
+  core::append_decimal(a.fields, retry_after_seconds);
+  a.fields += "\r\n";
+  a.body = R"({"type":"about:blank","title":"Forbidden","status":403,)"
+           R"("detail":"this address is banned","code":"banned","retry_after":)";
+  core::append_decimal(a.body, retry_after_seconds);
+  a.body += '}';
+  return a;
+}
+
+}  // namespace tollgate::policy

@@ -1,0 +1,109 @@
+#pragma once
+/// The proof-of-work side of a decision (DESIGN §5): who is banned, who must show a proof,
+/// whether a proof pays, what a violation does; and the text of the 428 and 403 answers. The
+/// state (challenger, replay cache, counters, bans) lives for the process, across reloads.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/config/gateway.hpp"
+#include "gateway/core/address.hpp"
+#include "gateway/limit/address.hpp"
+#include "gateway/pow/challenge.hpp"
+#include "gateway/pow/replay_cache.hpp"
+#include "gateway/pow/violations.hpp"
+
+namespace tollgate::policy {
+
+/// A category's PoW settings, compiled.
+struct category_pow {
+  bool enabled = false;         ///< proofs required from clients with violations
+  unsigned base_bits = 16;      ///< difficulty at N = 1
+  unsigned step_bits = 2;       ///< per further violation
+  unsigned max_bits = 28;       ///< cap
+  bool on_limit = false;        ///< pay to pass: 428 instead of 429
+  unsigned on_limit_bits = 20;  ///< difficulty of a pay-to-pass proof
+  std::uint32_t tag = 0;        ///< pow::category_tag of the name
+  std::vector<std::pair<unsigned, std::size_t>> status_violations;  ///< status -> reason index
+};
+
+/// The violation reasons of a policy, compiled: index = position in the policy.
+struct violation_rules {
+  std::vector<std::string> names;       ///< by index
+  std::vector<pow::reason_rule> rules;  ///< by index
+  std::size_t pow_failed = 0;           ///< index of pow_failed (always defined)
+  /// The index of reason `name`, if defined.
+  std::optional<std::size_t> find(std::string_view name) const noexcept;
+};
+
+/// Compiles the PoW settings of category `c`, whose reasons index into `rules`.
+category_pow compile_pow(const config::category_config& c, const violation_rules& rules);
+/// Compiles the violation reasons of `p`.
+violation_rules compile_violations(const config::policy_config& p);
+
+/// A client as the PoW tables know it.
+struct client_subjects {
+  pow::subject individual;  ///< its individual (IPv4) or subnet (IPv6) key
+  pow::subject network;     ///< its network (IPv4) or provider (IPv6) key
+  std::uint64_t tag = 0;    ///< what challenges bind: the individual key and its level
+};
+client_subjects subjects_of(const core::address& a, const limit::level_prefixes& p) noexcept;
+
+/// The process-wide PoW state.
+/// Thread safety: every member function may be called from any thread.
+class pow_state {
+ public:
+  /// `secret` keys challenges; tables sized from `counters` and `settings`.
+  pow_state(std::string_view secret, const config::pow_settings& settings,
+            const config::pow_counters_config& counters, std::size_t reasons);
+
+  const pow::challenger& challenger() const noexcept { return challenger_; }
+  pow::replay_cache& replays() noexcept { return replays_; }
+  pow::violation_tables& violations() noexcept { return violations_; }
+  const pow::violation_tables& violations() const noexcept { return violations_; }
+  /// Seconds a challenge lives.
+  std::int64_t challenge_ttl() const noexcept { return ttl_; }
+
+ private:
+  pow::challenger challenger_;
+  pow::replay_cache replays_;
+  pow::violation_tables violations_;
+  std::int64_t ttl_;
+};
+
+/// What a request's X-PoW-Solution header came to.
+struct proof {
+  bool sent = false;                                      ///< the header was there
+  pow::proof_failure failure = pow::proof_failure::none;  ///< why it is no good, if not
+  pow::challenge_claims claims;                           ///< what its challenge said (if valid)
+  std::string_view challenge;                             ///< its challenge (if well formed)
+  bool spent = false;                                     ///< already paid for something
+};
+
+/// Checks `solution` (the header's value; empty: none sent) for client `who` in category `c`
+/// at `now` (Unix seconds). Replay is judged when the proof is spent.
+proof check_proof(const pow_state& s, std::string_view solution, const client_subjects& who,
+                  const category_pow& c, std::int64_t now);
+
+/// Spends `p` for something that needs `bits`: true when it is valid, carries at least `bits`
+/// and was not spent before (here or in an earlier request); otherwise sets `p.failure`.
+bool spend_proof(pow_state& s, proof& p, unsigned bits, std::int64_t now);
+
+/// The 428 answer: header lines (X-PoW-Challenge, X-PoW-Difficulty, X-PoW-Algorithm) and
+/// problem+json body, for a new challenge of `bits` bits for `who` in `c`; `reason` is the
+/// failure of the proof that was sent, if any (none: no "reason" member).
+struct challenge_answer {
+  std::string fields;  ///< header lines, each ending in CRLF
+  std::string body;    ///< problem+json
+};
+challenge_answer make_challenge(const pow_state& s, const client_subjects& who,
+                                const category_pow& c, unsigned bits, pow::proof_failure reason,
+                                std::int64_t now);
+
+/// The 403 answer to a banned client: Retry-After line and problem+json body.
+challenge_answer make_ban_answer(std::int64_t retry_after_seconds);
+
+}  // namespace tollgate::policy
