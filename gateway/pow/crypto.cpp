@@ -9,6 +9,7 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -84,8 +85,26 @@ bool equal_secret(const void* a, const void* b, std::size_t n) noexcept {
 }
 
 void random_bytes(void* out, std::size_t n) {
-  if (RAND_bytes(static_cast<unsigned char*>(out), static_cast<int>(n)) != 1) {
-    throw std::runtime_error("RAND_bytes failed");
+  // OpenSSL's generator costs about a microsecond per call (locks, fork checks, parameter
+  // lookups): draw it in blocks and hand out slices, per thread.
+  struct pool {
+    unsigned char bytes[4096];
+    std::size_t used = sizeof bytes;
+  };
+  thread_local pool p;
+  auto* dst = static_cast<unsigned char*>(out);
+  while (n > 0) {
+    if (p.used == sizeof p.bytes) {
+      if (RAND_bytes(p.bytes, sizeof p.bytes) != 1) throw std::runtime_error("RAND_bytes failed");
+      p.used = 0;
+    }
+    const std::size_t take = std::min(n, sizeof p.bytes - p.used);
+    std::memcpy(dst, p.bytes + p.used, take);
+    // Never hand out the same bytes twice.
+    OPENSSL_cleanse(p.bytes + p.used, take);
+    p.used += take;
+    dst += take;
+    n -= take;
   }
 }
 
@@ -103,28 +122,33 @@ int value_of(char c) noexcept {
 }  // namespace
 
 std::string base64url_encode(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() * 4 + 2) / 3);
-  std::uint32_t acc = 0;
-  int bits = 0;
-  for (const char c : bytes) {
-    acc = (acc << 8) | static_cast<std::uint8_t>(c);
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out += alphabet[(acc >> bits) & 63];
-    }
+  std::string out((bytes.size() * 4 + 2) / 3, '\0');
+  const auto* in = reinterpret_cast<const unsigned char*>(bytes.data());
+  std::size_t i = 0, o = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    const std::uint32_t v =
+        (std::uint32_t{in[i]} << 16) | (std::uint32_t{in[i + 1]} << 8) | in[i + 2];
+    out[o++] = alphabet[v >> 18];
+    out[o++] = alphabet[(v >> 12) & 63];
+    out[o++] = alphabet[(v >> 6) & 63];
+    out[o++] = alphabet[v & 63];
   }
-  if (bits > 0) out += alphabet[(acc << (6 - bits)) & 63];
+  if (const std::size_t rest = bytes.size() - i; rest > 0) {
+    const std::uint32_t v =
+        (std::uint32_t{in[i]} << 16) | (rest == 2 ? std::uint32_t{in[i + 1]} << 8 : 0);
+    out[o++] = alphabet[v >> 18];
+    out[o++] = alphabet[(v >> 12) & 63];
+    if (rest == 2) out[o++] = alphabet[(v >> 6) & 63];
+  }
   return out;
 }
 
 std::optional<std::string> base64url_decode(std::string_view text) {
   if (text.size() % 4 == 1) return std::nullopt;  // no byte count ends that way
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
+  std::string out(text.size() * 3 / 4, '\0');
   std::uint32_t acc = 0;
   int bits = 0;
+  std::size_t o = 0;
   for (const char c : text) {
     const int v = value_of(c);
     if (v < 0) return std::nullopt;
@@ -132,7 +156,7 @@ std::optional<std::string> base64url_decode(std::string_view text) {
     bits += 6;
     if (bits >= 8) {
       bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
+      out[o++] = static_cast<char>((acc >> bits) & 0xff);
     }
   }
   // Canonical only: the bits left over must be zero, so one string means one byte sequence.
