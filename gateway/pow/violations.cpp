@@ -39,10 +39,11 @@ std::optional<std::int64_t> violation_tables::record(const subject& individual,
   if (rule.individual || rule.ban_threshold > 0) {
     ban = individual_.update(individual, [&](individual_entry& e) {
       if (rule.individual) e.counter.raise(now, interval, settings_.max_counter);
-      if (rule.ban_threshold == 0 || reason >= reasons_) return false;
+      if (reason >= reasons_) return false;  // a reason added by a reload: counted from restart
       if (e.reasons.size() < reasons_) e.reasons.resize(reasons_);
       auto& c = e.reasons[reason];
-      if (c.raise(now, interval, rule.ban_threshold) < rule.ban_threshold) return false;
+      const unsigned cap = rule.ban_threshold > 0 ? rule.ban_threshold : settings_.max_counter;
+      if (c.raise(now, interval, cap) < rule.ban_threshold || rule.ban_threshold == 0) return false;
       c = {};  // the next ban takes a full threshold again
       return true;
     });

@@ -166,6 +166,7 @@ TEST_CASE("violation counters rise, saturate and decay one per interval", "[pow]
   for (int i = 0; i < 5; ++i)
     t.record(ind, net, 0, both, 100 * s);
   CHECK(t.requirement(ind, net, 100 * s) == 3);  // saturated
+  CHECK(t.describe(ind, net, 100 * s).reasons == std::vector<unsigned>{3, 0});
   // One down per full interval without a new violation.
   const std::pair<std::int64_t, unsigned> decay[] = {{109 * s, 3}, {110 * s, 2}, {119 * s, 2},
                                                      {120 * s, 1}, {130 * s, 0}, {500 * s, 0}};
