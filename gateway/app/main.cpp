@@ -39,14 +39,9 @@ std::uint64_t random_u64() {
 }
 
 /// What a valid configuration asks for that this build cannot do yet, or "" when nothing.
-/// Refused rather than ignored: a plaintext listener where TLS was asked for, or limits shared
-/// by every replica when each keeps its own, would be worse than not starting.
+/// Refused rather than ignored: limits meant to be shared by every replica, each keeping its
+/// own, would be worse than not starting.
 std::string unsupported(const config::gateway_config& g) {
-  for (const auto& l : g.listeners) {
-    if (l.tls)
-      return g.file + ": listeners." + l.name +
-             ".tls: TLS listeners are not available in this build";
-  }
   if (g.store.type == config::store_config::kind::redis) {
     return g.file + ": store.type: the redis store is not available in this build; use memory";
   }
@@ -56,6 +51,7 @@ std::string unsupported(const config::gateway_config& g) {
 int check_config(const std::string& path) {
   try {
     const auto g = config::load_gateway(path);
+    net::make_tls_contexts(g);  // certificates and keys load
     if (const auto why = unsupported(g); !why.empty()) {
       std::fprintf(stderr, "%s\n", why.c_str());
       return 1;

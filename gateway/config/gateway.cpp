@@ -88,7 +88,8 @@ listener_config read_listener(const yaml_node& n, const std::string& file) {
   if (auto t = n.get("tls")) {
     t->expect_keys({"certificate", "private_key"});
     l.tls = tls_config{readable_file(t->at("certificate"), file),
-                       readable_file(t->at("private_key"), file)};
+                       readable_file(t->at("private_key"), file), t->at("certificate").line(),
+                       t->at("private_key").line()};
   }
   if (auto p = n.get("proxy_protocol")) l.proxy_protocol = p->as_bool();
   return l;

@@ -16,8 +16,10 @@ namespace tollgate::config {
 
 /// Certificate and key files of a TLS listener (paths resolved against the gateway file).
 struct tls_config {
-  std::string certificate;  ///< PEM certificate chain
-  std::string private_key;  ///< PEM private key
+  std::string certificate;   ///< PEM certificate chain
+  std::string private_key;   ///< PEM private key
+  int certificate_line = 0;  ///< where each was written (errors found when loading them)
+  int private_key_line = 0;
 };
 
 /// One public listener.

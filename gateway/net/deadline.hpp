@@ -12,6 +12,7 @@
 namespace tollgate::net {
 
 struct upstream_connection;
+class client_stream;
 
 /// The deadline of a connection's current phase and what to close when it passes. Shared by
 /// the session and its watchdog coroutine; the session calls end() when it is over, after which
@@ -19,7 +20,7 @@ struct upstream_connection;
 /// Thread safety: none needed; used on its connection's worker only.
 struct deadline_watch {
   using clock = std::chrono::steady_clock;
-  explicit deadline_watch(tcp_socket& c) : client(c), alarm(c.get_executor()) {}
+  deadline_watch(tcp_socket& c, client_stream& s) : client(c), stream(s), alarm(c.get_executor()) {}
   /// The client has `d` to complete the current read or write.
   void client_for(std::chrono::nanoseconds d) {
     at = clock::now() + d;
@@ -40,8 +41,9 @@ struct deadline_watch {
     alarm.cancel();
   }
 
-  tcp_socket& client;                               ///< closed when a client phase times out
-  timer alarm;                                      ///< the watchdog's
+  tcp_socket& client;     ///< closed when a client phase times out
+  client_stream& stream;  ///< the client's bytes, plain or TLS (the session's, not the watchdog's)
+  timer alarm;            ///< the watchdog's
   clock::time_point at = clock::time_point::max();  ///< current deadline
   upstream_connection* upstream = nullptr;          ///< set during upstream phases
   bool upstream_timed_out = false;                  ///< the last upstream phase ran out of time

@@ -19,10 +19,10 @@ namespace {
 /// Relays the message `parser` is reading from `in` to `out`: `head` (already rendered) goes
 /// with the first piece of the body, each piece framed as `chunked` says, each write one
 /// system call. Pieces are sent as they arrive (read_some), so streamed bodies keep moving.
-template <bool isRequest>
-task<error_code> relay(tcp_socket& in, beast::flat_buffer& in_buffer,
+template <bool isRequest, class In, class Out>
+task<error_code> relay(In& in, beast::flat_buffer& in_buffer,
                        http::parser<isRequest, http::buffer_body, arena_allocator<char>>& parser,
-                       tcp_socket& out, const std::string& head, bool chunked,
+                       Out& out, const std::string& head, bool chunked,
                        std::array<char, 16 * 1024>& chunk, deadline_watch& watch,
                        upstream_connection& upstream, std::chrono::nanoseconds read_timeout,
                        std::chrono::nanoseconds write_timeout) {
@@ -203,10 +203,10 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
       static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
       watch.client_for(body_timeout);
       asio::const_buffer line = asio::buffer(continue_line.data(), continue_line.size());
-      if (co_await write_all(watch.client, std::span(&line, 1))) co_return false;
+      if (co_await write_all(watch.stream, std::span(&line, 1))) co_return false;
     }
     // The head goes with the first piece of the body: one system call where two would do.
-    error_code ec = co_await relay<true>(watch.client, client_buffer, parser, conn->socket, sc.head,
+    error_code ec = co_await relay<true>(watch.stream, client_buffer, parser, conn->socket, sc.head,
                                          parser.chunked(), sc.body, watch, *conn, body_timeout,
                                          response_timeout);
     if (ec == http::error::body_limit) {
@@ -266,7 +266,7 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
   const client_framing framing =
       render_client_head(sc.head, *rp, r.version, r.keep_alive, head_request, sc.fields);
   const error_code ec = co_await relay<false>(
-      conn->socket, conn->buffer, *rp, watch.client, sc.head, framing.chunked, sc.body, watch,
+      conn->socket, conn->buffer, *rp, watch.stream, sc.head, framing.chunked, sc.body, watch,
       *conn, duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout),
       duration_of(r.snap.config.limits.body_timeout));
   // Mid-body failures cannot be reported any more: the head is gone. Close.

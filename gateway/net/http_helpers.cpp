@@ -55,7 +55,7 @@ task<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned v
   watch.client_for(timeout);
   std::array<asio::const_buffer, 2> pieces{asio::buffer(head),
                                            asio::buffer(body.data(), body.size())};
-  const error_code ec = co_await write_all(watch.client, pieces);
+  const error_code ec = co_await write_all(watch.stream, pieces);
   co_return !ec && keep_alive;
 }
 

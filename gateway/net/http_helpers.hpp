@@ -8,8 +8,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
 
 #include "gateway/net/asio.hpp"
+#include "gateway/net/client_stream.hpp"
 #include "gateway/net/deadline.hpp"
 #include "gateway/net/messages.hpp"
 #include "gateway/policy/pow_gate.hpp"
@@ -60,11 +63,22 @@ bool parse_buffered(http::parser<isRequest, Body, Allocator>& parser, beast::fla
 /// end of the stream `parser` is told so: that completes a body delimited by the close, and is
 /// `end_of_stream` before a message or `partial_message` inside one. The bytes read are left
 /// for parse_buffered. Beast's composed reads do the same through three layers of operations.
-template <bool isRequest, class Body, class Allocator>
-task<error_code> read_more(tcp_socket& s, beast::flat_buffer& buffer,
+template <class Stream, bool isRequest, class Body, class Allocator>
+task<error_code> read_more(Stream& s, beast::flat_buffer& buffer,
                            http::parser<isRequest, Body, Allocator>& parser) {
   const std::size_t room = buffer.capacity() - buffer.size();
-  auto [ec, n] = co_await s.async_read_some(buffer.prepare(room >= 4096 ? room : 4096), use_tuple);
+  const auto space = buffer.prepare(room >= 4096 ? room : 4096);
+  error_code ec;
+  std::size_t n = 0;
+  if constexpr (std::is_same_v<Stream, client_stream>) {
+    if (s.tls()) {
+      std::tie(ec, n) = co_await s.tls_read_some(space);
+    } else {
+      std::tie(ec, n) = co_await s.socket().async_read_some(space, use_tuple);
+    }
+  } else {
+    std::tie(ec, n) = co_await s.async_read_some(space, use_tuple);
+  }
   if (ec == asio::error::eof) {
     error_code eof;
     parser.put_eof(eof);
@@ -75,8 +89,8 @@ task<error_code> read_more(tcp_socket& s, beast::flat_buffer& buffer,
 }
 
 /// Reads until `parser` has the whole head (bounded by its header limit).
-template <bool isRequest, class Body, class Allocator>
-task<error_code> read_head(tcp_socket& s, beast::flat_buffer& buffer,
+template <class Stream, bool isRequest, class Body, class Allocator>
+task<error_code> read_head(Stream& s, beast::flat_buffer& buffer,
                            http::parser<isRequest, Body, Allocator>& parser) {
   for (;;) {
     error_code ec;
@@ -96,6 +110,14 @@ error_code write_now(tcp_socket& s, std::span<asio::const_buffer>& rest);
 inline task<error_code> write_all(tcp_socket& s, std::span<asio::const_buffer> pieces) {
   if (error_code ec = write_now(s, pieces); ec || pieces.empty()) co_return ec;
   auto [ec, n] = co_await asio::async_write(s, pieces, use_tuple);
+  co_return ec;
+}
+
+/// Writes all of `pieces` to the client: plain as above, or encrypted.
+inline task<error_code> write_all(client_stream& s, std::span<asio::const_buffer> pieces) {
+  if (s.tls()) co_return co_await s.tls_write(pieces);
+  if (error_code ec = write_now(s.socket(), pieces); ec || pieces.empty()) co_return ec;
+  auto [ec, n] = co_await asio::async_write(s.socket(), pieces, use_tuple);
   co_return ec;
 }
 

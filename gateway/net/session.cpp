@@ -46,7 +46,13 @@ task<bool> await_request(deadline_watch& watch, beast::flat_buffer& buffer,
                          std::chrono::nanoseconds idle) {
   if (buffer.size() > 0) co_return true;  // pipelined: the next request is already here
   watch.client_for(idle);
-  auto [ec, n] = co_await watch.client.async_read_some(buffer.prepare(4096), use_tuple);
+  error_code ec;
+  std::size_t n = 0;
+  if (watch.stream.tls()) {
+    std::tie(ec, n) = co_await watch.stream.tls_read_some(buffer.prepare(4096));
+  } else {
+    std::tie(ec, n) = co_await watch.client.async_read_some(buffer.prepare(4096), use_tuple);
+  }
   if (ec) co_return false;
   buffer.commit(n);
   co_return true;
@@ -212,6 +218,20 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
                                   duration_of(w.current->config.limits.header_timeout), peer)) {
     co_return;
   }
+  // TLS begins after the PROXY header; the handshake shares the header's timeout.
+  std::shared_ptr<asio::ssl::context> tls_context;
+  if (l.tls) {
+    // A reload that dropped this listener's TLS settings takes effect at restart only.
+    // Held for the connection's life, whatever reloads do to the snapshot meanwhile.
+    const auto& contexts = w.current->tls;
+    tls_context = l.index < contexts.size() ? contexts[l.index] : nullptr;
+    if (tls_context == nullptr) co_return;
+    watch.client_for(duration_of(w.current->config.limits.header_timeout));
+    if (const error_code hec = co_await watch.stream.handshake(*tls_context)) {
+      spdlog::debug("TLS handshake with {} failed: {}", peer.to_string(), hec.message());
+      co_return;
+    }
+  }
   auto sc = std::make_unique<connection_scratch>();
   sc->peer_text = peer.to_string();
 
@@ -233,7 +253,7 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     parse_buffered(parser, buffer, rec);
     if (!rec && !parser.is_header_done()) {
       watch.client_for(duration_of(limits.header_timeout));
-      rec = co_await read_head(client, buffer, parser);
+      rec = co_await read_head(watch.stream, buffer, parser);
     }
     if (rec) {
       if (is_ending(rec)) co_return;
@@ -309,7 +329,8 @@ task<void> run_session(worker& w, tcp_socket socket, const listener_info& l) {
   socket.non_blocking(true, ec);
   if (ec) co_return;
   const core::address peer = to_address(peer_endpoint);
-  auto watch = std::make_shared<deadline_watch>(socket);
+  client_stream stream(socket);
+  auto watch = std::make_shared<deadline_watch>(socket, stream);
   // The watchdog closes the socket under the session's pending operation when a client phase
   // runs out; the session ends the watchdog however it ends itself.
   asio::co_spawn(socket.get_executor(), watch_deadline(watch), [watch](std::exception_ptr e) {

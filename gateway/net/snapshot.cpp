@@ -1,5 +1,7 @@
 #include "gateway/net/snapshot.hpp"
 
+#include <boost/asio/ssl/context.hpp>
+
 #include "gateway/config/error.hpp"
 
 namespace tollgate::net {
@@ -29,12 +31,45 @@ std::vector<std::vector<tcp::endpoint>> resolve_all(const config::gateway_config
 
 }  // namespace
 
+std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
+    const config::gateway_config& c) {
+  std::vector<std::shared_ptr<asio::ssl::context>> out;
+  for (const auto& l : c.listeners) {
+    if (!l.tls) {
+      out.emplace_back();
+      continue;
+    }
+    namespace ssl = asio::ssl;
+    auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
+    // TLS 1.2 and 1.3 only.
+    ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                     ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                     ssl::context::single_dh_use);
+    error_code ec;
+    ctx->use_certificate_chain_file(l.tls->certificate, ec);
+    if (ec) {
+      throw config::error(c.file, l.tls->certificate_line,
+                          "listeners." + l.name + ".tls.certificate",
+                          "cannot load '" + l.tls->certificate + "': " + ec.message());
+    }
+    ctx->use_private_key_file(l.tls->private_key, ssl::context::pem, ec);
+    if (ec) {
+      throw config::error(c.file, l.tls->private_key_line,
+                          "listeners." + l.name + ".tls.private_key",
+                          "cannot load '" + l.tls->private_key + "': " + ec.message());
+    }
+    out.push_back(std::move(ctx));
+  }
+  return out;
+}
+
 snapshot::snapshot(config::gateway_config c, limit::scope_registry& scopes, core::siphash_key key,
                    metrics::registry& metrics)
     : config(std::move(c)),
       policy(config.policy, scopes, key),
       router(config, policy),
-      upstream_endpoints(resolve_all(config)) {
+      upstream_endpoints(resolve_all(config)),
+      tls(make_tls_contexts(config)) {
   // Label indices are fixed here, so that counting a request never looks a label up.
   for (const auto& category : policy.categories()) {
     category_metric.push_back(metrics.categories.index(category.name));

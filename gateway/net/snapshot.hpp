@@ -11,7 +11,15 @@
 #include "gateway/policy/compiled_policy.hpp"
 #include "gateway/policy/router.hpp"
 
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace tollgate::net {
+
+/// The TLS context of every listener of `c` (null for plain ones), certificates and keys
+/// loaded now; throws config::error naming the listener's key when one cannot be loaded.
+std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(const config::gateway_config& c);
 
 /// The gateway configuration, compiled.
 /// Thread safety: immutable; shared by every worker.
@@ -23,6 +31,9 @@ struct snapshot {
   std::vector<std::uint16_t> category_metric;  ///< metric label index per compiled category
   std::vector<std::uint16_t> upstream_metric;  ///< metric label index per upstream
   std::vector<std::uint16_t> reason_metric;    ///< metric label index per violation reason
+  /// Per listener, its TLS context (null: plain). Built with the snapshot, so a reload picks
+  /// up renewed certificates for new connections.
+  std::vector<std::shared_ptr<asio::ssl::context>> tls;
 
   /// Compiles `c`; resolves every upstream endpoint now (throws config::error when a name
   /// does not resolve).

@@ -382,7 +382,7 @@ TEST_CASE("tollgate --check-config reports the first error with file and line", 
   child good({built("tollgate"), "--check-config", (dir / "g.yaml").string()});
   CHECK(good.wait_for_line("ok").find("1 listeners") != std::string::npos);
   CHECK(good.wait() == 0);
-  // Valid, but not available yet: refused with a clear message rather than ignored.
+  // A certificate that does not load.
   std::ofstream(dir / "cert.pem") << "x";
   std::ofstream(dir / "g.yaml") << "listeners: [{ name: public, address: 127.0.0.1, port: 8080, "
                                    "tls: { certificate: cert.pem, private_key: cert.pem } }]\n"
@@ -390,9 +390,19 @@ TEST_CASE("tollgate --check-config reports the first error with file and line", 
                                    "default_route: { category: general, upstream: app }\n"
                                    "policies: [p.yaml]\n";
   child tls({built("tollgate"), "--check-config", (dir / "g.yaml").string()});
-  CHECK(tls.wait_for_line("tls").find("listeners.public.tls: TLS listeners are not available") !=
+  CHECK(tls.wait_for_line("tls").find("g.yaml:1: listeners.public.tls.certificate: cannot load") !=
         std::string::npos);
   CHECK(tls.wait() == 1);
+  // Valid, but not available yet: refused with a clear message rather than ignored.
+  std::ofstream(dir / "g.yaml") << "listeners: [{ name: public, address: 127.0.0.1, port: 8080 }]\n"
+                                   "upstreams: { app: { endpoints: ['127.0.0.1:1'] } }\n"
+                                   "default_route: { category: general, upstream: app }\n"
+                                   "store: { type: redis, address: '127.0.0.1:6379' }\n"
+                                   "policies: [p.yaml]\n";
+  child redis({built("tollgate"), "--check-config", (dir / "g.yaml").string()});
+  CHECK(redis.wait_for_line("store").find("store.type: the redis store is not available") !=
+        std::string::npos);
+  CHECK(redis.wait() == 1);
   std::filesystem::remove_all(dir);
 }
 

@@ -1,0 +1,45 @@
+#pragma once
+/// The client side of a connection: the TCP socket, or TLS over it. The plain path stays
+/// inline (no extra coroutine frame, writes tried at once); only TLS goes through the
+/// functions of client_stream.cpp, the one place that sees OpenSSL's stream type.
+
+#include <memory>
+#include <span>
+#include <utility>
+
+#include "gateway/net/asio.hpp"
+
+namespace boost::asio::ssl {
+class context;
+}
+
+namespace tollgate::net {
+
+/// Thread safety: used on its connection's worker only.
+class client_stream {
+ public:
+  explicit client_stream(tcp_socket& s);
+  ~client_stream();
+  client_stream(const client_stream&) = delete;
+  client_stream& operator=(const client_stream&) = delete;
+
+  /// The socket underneath (closed by the watchdog, shut down at the end).
+  tcp_socket& socket() noexcept { return socket_; }
+  /// Whether TLS is on.
+  bool tls() const noexcept { return tls_ != nullptr; }
+
+  /// Performs the server side of a TLS handshake under `context`; afterwards every read and
+  /// write is encrypted.
+  task<error_code> handshake(asio::ssl::context& context);
+  /// One read of decrypted bytes (TLS only).
+  task<std::pair<error_code, std::size_t>> tls_read_some(asio::mutable_buffer b);
+  /// Writes all of `pieces` encrypted (TLS only).
+  task<error_code> tls_write(std::span<asio::const_buffer> pieces);
+
+ private:
+  struct tls_state;
+  tcp_socket& socket_;
+  std::unique_ptr<tls_state> tls_;  ///< set by a successful handshake
+};
+
+}  // namespace tollgate::net
