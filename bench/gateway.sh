@@ -2,6 +2,7 @@
 # Tollgate against nginx, in one run on one machine (issue: the gateway at nginx speed).
 #
 #   bash bench/gateway.sh [SECONDS] [CONNECTIONS]     (defaults: 10 s, 64 connections)
+#   TOLLGATE_BENCH_ROUNDS=N (default 3): rounds of every run, interleaved
 #
 # wrk (2 threads) drives, in turn: the upstream directly; nginx as a keep-alive reverse proxy
 # with two limit_req zones keyed per address; Tollgate with 2 levels x 2 tiers per request
@@ -13,6 +14,7 @@ cd "$(dirname "$0")/.."
 duration="${1:-10}"
 connections="${2:-64}"
 workers="${TOLLGATE_BENCH_WORKERS:-2}"
+rounds="${TOLLGATE_BENCH_ROUNDS:-3}"
 
 source scripts/deps.sh
 tollgate_packages+=(wrk nginx-light)
@@ -130,7 +132,7 @@ for p in "$up" "$ng" "$tg"; do wrk -t1 -c8 -d1s "http://127.0.0.1:$p/" >/dev/nul
 declare -A result
 targets=(upstream nginx tollgate nginx_429 tollgate_429 nginx_download tollgate_download
          nginx_upload tollgate_upload)
-for round in 1 2; do
+for round in $(seq "$rounds"); do
   for target in "${targets[@]}"; do
     kind=small
     case $target in *_download) kind=download ;; *_upload) kind=upload ;; esac
@@ -148,12 +150,12 @@ echo
 echo "== gateway benchmark: wrk -t2 -c$connections -d${duration}s, $workers workers each, $(nproc) cores, $(date -u +%F)"
 printf '%-26s %12s %10s %10s %10s %12s\n' "" "requests/s" "p50 ms" "p99 ms" "non-2xx" "CPU us/req"
 for target in "${targets[@]}"; do
-  for round in 1 2; do
+  for round in $(seq "$rounds"); do
     read -r rps p50 p99 bad cpu <<<"${result[$target.$round]}"
     printf '%-26s %12s %10s %10s %10s %12s\n' "$target (round $round)" "$rps" "$p50" "$p99" "$bad" "$cpu"
   done
 done
-best() { for r in 1 2; do echo "${result[$1.$r]}"; done | sort -n | tail -1; }
+best() { for r in $(seq "$rounds"); do echo "${result[$1.$r]}"; done | sort -n | tail -1; }
 read -r n_rps n_p50 n_p99 _ <<<"$(best nginx)"
 read -r t_rps t_p50 t_p99 _ <<<"$(best tollgate)"
 read -r t429_rps _ _ _ <<<"$(best tollgate_429)"
@@ -163,7 +165,19 @@ awk -v a="$t_rps" -v b="$n_rps" 'BEGIN { printf "throughput Tollgate / nginx (be
 awk -v a="$t_p99" -v b="$n_p99" 'BEGIN { printf "p99 latency Tollgate / nginx:              %.2fx\n", a / b }'
 awk -v a="$t429_rps" -v b="$t_rps" 'BEGIN { printf "Tollgate 429 rate / proxied rate:          %.2fx\n", a / b }'
 awk -v a="$t429_rps" -v b="$n429_rps" 'BEGIN { printf "429 rate Tollgate / nginx:                 %.2fx\n", a / b }'
-mean_cpu() { for r in 1 2; do echo "${result[$1.$r]}"; done | awk '{ s += $5 } END { printf "%.1f", s / NR }'; }
+mean_cpu() { for r in $(seq "$rounds"); do echo "${result[$1.$r]}"; done | awk '{ s += $5 } END { printf "%.1f", s / NR }'; }
+# nginx and Tollgate run back to back within a round: the ratio of each round's pair is less
+# exposed to the machine's drift than the best of all rounds.
+median_ratio() { # field target-a target-b
+  for r in $(seq "$rounds"); do
+    read -r -a x <<<"${result[$2.$r]}"
+    read -r -a y <<<"${result[$3.$r]}"
+    awk -v a="${x[$1]}" -v b="${y[$1]}" 'BEGIN { printf "%.4f\n", a / b }'
+  done | sort -n | awk '{ v[NR] = $1 } END { printf "%.2fx", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+echo "throughput Tollgate / nginx, median of rounds: $(median_ratio 0 tollgate nginx)"
+echo "p99 Tollgate / nginx, median of rounds:        $(median_ratio 2 tollgate nginx)"
+echo "CPU per request Tollgate / nginx, median:      $(median_ratio 4 tollgate nginx)"
 awk -v a="$(mean_cpu tollgate)" -v b="$(mean_cpu nginx)" \
   'BEGIN { printf "CPU per proxied request Tollgate / nginx:  %.2fx (%s / %s us)\n", a / b, a, b }'
 for kind in download upload; do

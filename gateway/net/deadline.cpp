@@ -1,5 +1,7 @@
 #include "gateway/net/deadline.hpp"
 
+#include <algorithm>
+
 #include "gateway/net/upstream_pool.hpp"
 
 namespace tollgate::net {
@@ -27,7 +29,10 @@ task<void> watch_deadline(std::shared_ptr<deadline_watch> watch) {
       w.at = clock::time_point::max();
       continue;
     }
-    w.alarm.expires_at(w.at - now > longest_sleep ? now + longest_sleep : w.at);
+    // Coarse time moves in ticks of a few milliseconds: sleep at least one millisecond, so
+    // that waiting for the next tick does not spin.
+    w.alarm.expires_after(std::clamp<clock::duration>(w.at - now, std::chrono::milliseconds(1),
+                                                      longest_sleep));
     co_await w.alarm.async_wait(use_tuple);
   }
 }

@@ -4,6 +4,8 @@
 /// again. Per-operation timeouts (tcp_socket::expires_after) would arm and cancel a
 /// timer for every read and write.
 
+#include <time.h>
+
 #include <chrono>
 #include <memory>
 
@@ -19,7 +21,20 @@ class client_stream;
 /// the watchdog touches nothing but this object.
 /// Thread safety: none needed; used on its connection's worker only.
 struct deadline_watch {
-  using clock = std::chrono::steady_clock;
+  /// Deadlines move several times per request and are seconds long: the kernel's coarse
+  /// monotonic clock (a few milliseconds of resolution, no clock source read) is enough.
+  struct clock {
+    using duration = std::chrono::nanoseconds;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<clock>;
+    static constexpr bool is_steady = true;
+    static time_point now() noexcept {
+      timespec ts;
+      ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+      return time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+    }
+  };
   deadline_watch(tcp_socket& c, client_stream& s) : client(c), stream(s), alarm(c.get_executor()) {}
   /// The client has `d` to complete the current read or write.
   void client_for(std::chrono::nanoseconds d) {
