@@ -17,7 +17,7 @@ constexpr std::int64_t now_s = 1'800'000'000;
 policy::pow_state make_state() {
   config::pow_settings settings;
   settings.replay_cache_entries = 1'000'000;
-  return policy::pow_state("a secret of the benchmark", settings, config::pow_counters_config{}, 1);
+  return policy::pow_state("a secret of the benchmark", settings, config::pow_counters_config{});
 }
 
 policy::client_subjects client() {
@@ -64,7 +64,7 @@ void verify_forged_proof(benchmark::State& state) {
   policy::category_pow cat;
   cat.tag = pow::category_tag("auth");
   std::string forged =
-      policy::pow_state("another secret", config::pow_settings{}, config::pow_counters_config{}, 1)
+      policy::pow_state("another secret", config::pow_settings{}, config::pow_counters_config{})
           .challenger()
           .issue({now_s + 60, 8, cat.tag, who.tag});
   forged += ":12345";

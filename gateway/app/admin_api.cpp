@@ -112,7 +112,8 @@ reply admin_api::address(const core::address& a) const {
   for (std::size_t i = 0; i < reasons.size(); ++i) {
     if (i > 0) out += ',';
     out += '"' + reasons[i] + "\":";
-    core::append_decimal(out, i < view.reasons.size() ? view.reasons[i] : 0);
+    const std::size_t slot = snap.reason_slot[i];
+    core::append_decimal(out, slot < view.reasons.size() ? view.reasons[slot] : 0);
   }
   out += R"(}},"ban":)";
   if (view.banned_until) {

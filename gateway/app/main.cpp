@@ -142,14 +142,14 @@ int run(const std::string& path) {
     secret.resize(32);
     pow::random_bytes(secret.data(), secret.size());
   }
-  policy::pow_state pow_state(secret, cfg.pow, cfg.policy.pow_counters,
-                              cfg.policy.violations.size());
+  policy::pow_state pow_state(secret, cfg.pow, cfg.policy.pow_counters);
   net::shared_state shared{store, clock, pow_state};
   metrics::registry metrics;
 
   std::shared_ptr<const net::snapshot> current;
   try {
-    current = std::make_shared<const net::snapshot>(std::move(cfg), scopes, identity_key, metrics);
+    current = std::make_shared<const net::snapshot>(std::move(cfg), scopes, identity_key, metrics,
+                                                    pow_state);
   } catch (const config::error& e) {
     spdlog::critical("{}", e.what());
     return 1;
@@ -220,7 +220,7 @@ int run(const std::string& path) {
         }
         try {
           auto next = std::make_shared<const net::snapshot>(config::load_gateway(path), scopes,
-                                                            identity_key, metrics);
+                                                            identity_key, metrics, pow_state);
           if (next->config.listeners.size() != current->config.listeners.size()) {
             spdlog::warn("reload: listener changes take effect at restart");
           }

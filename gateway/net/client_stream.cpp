@@ -12,9 +12,11 @@ struct client_stream::tls_state {
 client_stream::client_stream(tcp_socket& s) : socket_(s) {}
 client_stream::~client_stream() = default;
 
-task<error_code> client_stream::handshake(asio::ssl::context& context) {
+task<error_code> client_stream::handshake(asio::ssl::context& context, beast::flat_buffer& buffer) {
   auto state = std::make_unique<tls_state>(socket_, context);
-  auto [ec] = co_await state->stream.async_handshake(asio::ssl::stream_base::server, use_tuple);
+  auto [ec, used] = co_await state->stream.async_handshake(asio::ssl::stream_base::server,
+                                                           buffer.data(), use_tuple);
+  buffer.consume(used);
   if (!ec) tls_ = std::move(state);
   co_return ec;
 }

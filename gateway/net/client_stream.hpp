@@ -28,9 +28,10 @@ class client_stream {
   /// Whether TLS is on.
   bool tls() const noexcept { return tls_ != nullptr; }
 
-  /// Performs the server side of a TLS handshake under `context`; afterwards every read and
-  /// write is encrypted.
-  task<error_code> handshake(asio::ssl::context& context);
+  /// Performs the server side of a TLS handshake under `context`, starting with the bytes
+  /// already read into `buffer` (what followed a PROXY header: often the ClientHello itself),
+  /// which it consumes; afterwards every read and write is encrypted.
+  task<error_code> handshake(asio::ssl::context& context, beast::flat_buffer& buffer);
   /// One read of decrypted bytes (TLS only).
   task<std::pair<error_code, std::size_t>> tls_read_some(asio::mutable_buffer b);
   /// Writes all of `pieces` encrypted (TLS only).

@@ -31,8 +31,8 @@ task<void> watch_deadline(std::shared_ptr<deadline_watch> watch) {
     }
     // Coarse time moves in ticks of a few milliseconds: sleep at least one millisecond, so
     // that waiting for the next tick does not spin.
-    w.alarm.expires_after(std::clamp<clock::duration>(w.at - now, std::chrono::milliseconds(1),
-                                                      longest_sleep));
+    w.alarm.expires_after(
+        std::clamp<clock::duration>(w.at - now, std::chrono::milliseconds(1), longest_sleep));
     co_await w.alarm.async_wait(use_tuple);
   }
 }

@@ -25,7 +25,8 @@ task<error_code> relay(In& in, beast::flat_buffer& in_buffer,
                        Out& out, const std::string& head, bool chunked,
                        std::array<char, 16 * 1024>& chunk, deadline_watch& watch,
                        upstream_connection& upstream, std::chrono::nanoseconds read_timeout,
-                       std::chrono::nanoseconds write_timeout) {
+                       std::chrono::nanoseconds write_timeout, bool& read_failed) {
+  read_failed = false;
   // A request flows client -> upstream, a response upstream -> client.
   auto reading = [&] {
     if (isRequest) {
@@ -57,6 +58,7 @@ task<error_code> relay(In& in, beast::flat_buffer& in_buffer,
         ec = co_await read_more(in, in_buffer, parser);
         if (!ec) parse_buffered(parser, in_buffer, ec);
       }
+      read_failed = static_cast<bool>(ec);
       if (ec) co_return ec;
       size = chunk.size() - body.size;
     }
@@ -140,8 +142,8 @@ void record_violation(worker& w, const snapshot& snap, const policy::client_subj
                       std::size_t reason, core::nanos now) {
   const auto& rules = snap.policy.violations();
   w.counters.violations[snap.reason_metric[reason]].add();
-  const auto until = w.shared.pow.violations().record(who.individual, who.network, reason,
-                                                      rules.rules[reason], now);
+  const auto until = w.shared.pow.violations().record(
+      who.individual, who.network, snap.reason_slot[reason], rules.rules[reason], now);
   if (!until) return;
   w.counters.bans.add();
   spdlog::warn("banned {} for {} s after repeated {} violations",
@@ -206,9 +208,15 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
       if (co_await write_all(watch.stream, std::span(&line, 1))) co_return false;
     }
     // The head goes with the first piece of the body: one system call where two would do.
+    bool client_failed = false;
     error_code ec = co_await relay<true>(watch.stream, client_buffer, parser, conn->socket, sc.head,
                                          parser.chunked(), sc.body, watch, *conn, body_timeout,
-                                         response_timeout);
+                                         response_timeout, client_failed);
+    if (client_failed && ec != http::error::body_limit) {
+      // The client stopped sending its body (gone, malformed or too slow): not the upstream's
+      // failure, and nobody is left to answer. The half-sent request dies with the connection.
+      co_return false;
+    }
     if (ec == http::error::body_limit) {
       // The upstream saw a truncated body; that connection is beyond saving.
       const std::string body = problem_body(413, "Content Too Large", "request body too large");
@@ -216,13 +224,19 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
                            false, body_timeout);
       co_return false;
     }
-    if (!ec) {
+    // Interim responses (100 Continue, 103 Early Hints) are read past, not relayed: the client
+    // had its 100 from the gateway, and hints are optional. The final response follows on the
+    // same connection. A 101 was not asked for (upgrades are not forwarded): a failure.
+    while (!ec) {
       std::apply([&](auto&&... a) { rp.emplace(a...); }, on_arena(sc.arena));
       rp->body_limit(boost::none);  // responses are streamed, never held
       rp->header_limit(64 * 1024);
       if (req.method() == http::verb::head) rp->skip(true);
       watch.upstream_for(conn.get(), response_timeout);
       ec = co_await read_head(conn->socket, conn->buffer, *rp);
+      const unsigned status = ec ? 0 : rp->get().result_int();
+      if (status == 101) ec = asio::error::operation_not_supported;
+      if (ec || status >= 200) break;
     }
     if (!ec) co_return std::nullopt;
     if (conn->reused && replayable && attempt == 0 && !watch.upstream_timed_out) {
@@ -265,13 +279,16 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
   const bool head_request = parser.get().method() == http::verb::head;
   const client_framing framing =
       render_client_head(sc.head, *rp, r.version, r.keep_alive, head_request, sc.fields);
+  bool upstream_failed = false;
   const error_code ec = co_await relay<false>(
       conn->socket, conn->buffer, *rp, watch.stream, sc.head, framing.chunked, sc.body, watch,
       *conn, duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout),
-      duration_of(r.snap.config.limits.body_timeout));
+      duration_of(r.snap.config.limits.body_timeout), upstream_failed);
   // Mid-body failures cannot be reported any more: the head is gone. Close.
   if (ec) co_return false;
-  if (rp->keep_alive()) w.pool.release(r.snap, std::move(conn));
+  // Bytes past the response's end would be read as the next client's response: such a
+  // connection is not kept.
+  if (rp->keep_alive() && conn->buffer.size() == 0) w.pool.release(r.snap, std::move(conn));
   co_return framing.keep_alive;
 }
 

@@ -80,6 +80,9 @@ task<error_code> read_more(Stream& s, beast::flat_buffer& buffer,
     std::tie(ec, n) = co_await s.async_read_some(space, use_tuple);
   }
   if (ec == asio::error::eof) {
+    // Before any byte of a message the stream simply ended (an idle keep-alive connection
+    // the peer closed): Beast's put_eof must not see that case.
+    if (!parser.got_some()) co_return http::error::end_of_stream;
     error_code eof;
     parser.put_eof(eof);
     co_return eof;

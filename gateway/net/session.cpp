@@ -149,6 +149,16 @@ plan challenge(worker& w, const snapshot& snap, const policy::category_limits& c
           nullptr, metrics::decision::challenged};
 }
 
+/// Whether only address levels rejected `d`: a proof may pay for those, never for a global or
+/// identity limit (DESIGN §5).
+bool only_address_limits_rejected(const limit::limit_request& req, const limit::decision& d) {
+  for (std::size_t i = 0; i < d.count; ++i) {
+    const auto& o = d.limits[i];
+    if (o.wait > 0 && req.groups[o.group].lvl >= limit::level::global) return false;
+  }
+  return true;
+}
+
 /// Decides a request in the order of DESIGN §5: a ban, then a proof the client's violations
 /// require, then the limits (with pay-to-pass when the category has it). Fills the rate-limit
 /// fields of `sc` when the limits were checked.
@@ -165,19 +175,27 @@ plan decide_request(worker& w, const snapshot& snap, const policy::category_limi
             nullptr, metrics::decision::banned};
   }
   policy::proof p = policy::check_proof(guard, solution, who, category.pow, now_s);
-  if (p.sent) w.counters.pow_verifications[static_cast<std::size_t>(p.failure)].add();
-  // A failed proof counts against the client's network, except one that merely expired.
+  // A proof's result is counted once its fate is known (spent, or refused and why).
+  auto counted = [&](plan out) {
+    if (p.sent) w.counters.pow_verifications[static_cast<std::size_t>(p.failure)].add();
+    return out;
+  };
   auto refuse = [&](unsigned bits) {
+    // A proof already spent on this request was honest: a second payment is asked for, with no
+    // reason and no violation. Any other failed proof counts against the client's network,
+    // except one that merely expired.
+    if (p.spent) p = {};
     if (p.sent && p.failure != pow::proof_failure::expired) {
       record_violation(w, snap, who, snap.policy.violations().pow_failed, now);
     }
     return challenge(w, snap, category, who, bits, p, sc, now_s);
   };
+  bool paid = false;
   if (category.pow.enabled) {
     const unsigned n = guard.violations().requirement(who.individual, who.network, now);
     const unsigned bits = pow::required_bits(n, category.pow.base_bits, category.pow.step_bits,
                                              category.pow.max_bits);
-    if (n > 0 && !policy::spend_proof(guard, p, bits, now_s)) return refuse(bits);
+    if (n > 0 && !(paid = policy::spend_proof(guard, p, bits, now_s))) return counted(refuse(bits));
   }
 
   const auto lreq = snap.policy.request(category, client, identity, now);
@@ -192,20 +210,29 @@ plan decide_request(worker& w, const snapshot& snap, const policy::category_limi
   policy::describe(lreq, d, category, client.family(), sc.fields);
   if (d.admitted) {
     if (p.sent && !p.spent) policy::spend_proof(guard, p, 0, now_s);  // sent, so spent
-    return {true, http::status::ok, {}, {}, &sc.fields, metrics::decision::allowed};
+    return counted({true, http::status::ok, {}, {}, &sc.fields, metrics::decision::allowed});
   }
   count_limited(w.counters, snap.metric_of(category), lreq, d);
-  if (!category.pow.on_limit) {
-    return {false,      http::status::too_many_requests, sc.fields.body, {},
-            &sc.fields, metrics::decision::limited};
+  if (!category.pow.on_limit || !only_address_limits_rejected(lreq, d)) {
+    return counted({false,
+                    http::status::too_many_requests,
+                    sc.fields.body,
+                    {},
+                    &sc.fields,
+                    metrics::decision::limited});
   }
   // Pay to pass: a proof admits this one request past the limits, committing nothing.
   if (policy::spend_proof(guard, p, category.pow.on_limit_bits, now_s)) {
-    return {true, http::status::ok, {}, {}, &sc.fields, metrics::decision::pow_passed};
+    return counted({true, http::status::ok, {}, {}, &sc.fields, metrics::decision::pow_passed});
+  }
+  if (paid) {
+    // The proof went to the violations' requirement; count it as the valid proof it was.
+    w.counters.pow_verifications[0].add();
+    p.sent = false;
   }
   plan out = refuse(category.pow.on_limit_bits);
   out.rate = &sc.fields;  // it went through the limits
-  return out;
+  return counted(out);
 }
 
 /// The request loop of one connection; `watch` bounds every phase.
@@ -221,13 +248,16 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
   // TLS begins after the PROXY header; the handshake shares the header's timeout.
   std::shared_ptr<asio::ssl::context> tls_context;
   if (l.tls) {
-    // A reload that dropped this listener's TLS settings takes effect at restart only.
-    // Held for the connection's life, whatever reloads do to the snapshot meanwhile.
-    const auto& contexts = w.current->tls;
-    tls_context = l.index < contexts.size() ? contexts[l.index] : nullptr;
-    if (tls_context == nullptr) co_return;
+    // The context of this listener (by name: listeners themselves change at restart only) in
+    // the current snapshot, so a reload's renewed certificate serves new connections; held for
+    // the connection's life.
+    tls_context = w.current->tls_context(l.name);
+    if (tls_context == nullptr) {
+      spdlog::error("listener {}: no TLS settings in the configuration in force", l.name);
+      co_return;
+    }
     watch.client_for(duration_of(w.current->config.limits.header_timeout));
-    if (const error_code hec = co_await watch.stream.handshake(*tls_context)) {
+    if (const error_code hec = co_await watch.stream.handshake(*tls_context, buffer)) {
       spdlog::debug("TLS handshake with {} failed: {}", peer.to_string(), hec.message());
       co_return;
     }
@@ -239,8 +269,8 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     // The snapshot in force when this request starts serves the whole request.
     const std::shared_ptr<const snapshot> snap = w.current;
     const auto& limits = snap->config.limits;
-    if (!co_await await_request(
-            watch, buffer, duration_of(first ? limits.header_timeout : limits.keepalive_timeout))) {
+    const auto idle = duration_of(first ? limits.header_timeout : limits.keepalive_timeout);
+    if (!co_await await_request(watch, buffer, idle)) {
       co_return;
     }
     // A fresh parser per message; the fields of the previous request and response are gone.

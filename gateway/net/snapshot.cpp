@@ -64,7 +64,7 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
 }
 
 snapshot::snapshot(config::gateway_config c, limit::scope_registry& scopes, core::siphash_key key,
-                   metrics::registry& metrics)
+                   metrics::registry& metrics, policy::pow_state& pow)
     : config(std::move(c)),
       policy(config.policy, scopes, key),
       router(config, policy),
@@ -76,8 +76,10 @@ snapshot::snapshot(config::gateway_config c, limit::scope_registry& scopes, core
   }
   for (const auto& u : config.upstreams)
     upstream_metric.push_back(metrics.upstreams.index(u.name));
-  for (const auto& r : policy.violations().names)
+  for (const auto& r : policy.violations().names) {
     reason_metric.push_back(metrics.reasons.index(r));
+    reason_slot.push_back(pow.slot(r));
+  }
 }
 
 }  // namespace tollgate::net

@@ -9,6 +9,7 @@
 #include "gateway/metrics/exposition.hpp"
 #include "gateway/net/asio.hpp"
 #include "gateway/policy/compiled_policy.hpp"
+#include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/router.hpp"
 
 namespace boost::asio::ssl {
@@ -31,6 +32,7 @@ struct snapshot {
   std::vector<std::uint16_t> category_metric;  ///< metric label index per compiled category
   std::vector<std::uint16_t> upstream_metric;  ///< metric label index per upstream
   std::vector<std::uint16_t> reason_metric;    ///< metric label index per violation reason
+  std::vector<std::size_t> reason_slot;        ///< pow_state::slot per violation reason
   /// Per listener, its TLS context (null: plain). Built with the snapshot, so a reload picks
   /// up renewed certificates for new connections.
   std::vector<std::shared_ptr<asio::ssl::context>> tls;
@@ -38,8 +40,15 @@ struct snapshot {
   /// Compiles `c`; resolves every upstream endpoint now (throws config::error when a name
   /// does not resolve).
   snapshot(config::gateway_config c, limit::scope_registry& scopes, core::siphash_key key,
-           metrics::registry& metrics);
+           metrics::registry& metrics, policy::pow_state& pow);
 
+  /// The TLS context of listener `name`, or null.
+  std::shared_ptr<asio::ssl::context> tls_context(std::string_view name) const {
+    for (std::size_t i = 0; i < config.listeners.size(); ++i) {
+      if (config.listeners[i].name == name) return tls[i];
+    }
+    return nullptr;
+  }
   /// The metric label index of `category` (a category of `policy`).
   std::uint16_t metric_of(const policy::category_limits& category) const noexcept {
     return category_metric[static_cast<std::size_t>(&category - policy.categories().data())];

@@ -29,7 +29,6 @@ struct listener_info {
   std::string name;             ///< from the configuration
   bool tls = false;             ///< X-Forwarded-Proto https
   bool proxy_protocol = false;  ///< connections start with a PROXY protocol header
-  std::size_t index = 0;        ///< position in the configuration (its TLS context)
   std::uint16_t metric = 0;     ///< label index of the listener
 };
 

@@ -54,14 +54,24 @@ client_subjects subjects_of(const core::address& a, const limit::level_prefixes&
 }
 
 pow_state::pow_state(std::string_view secret, const config::pow_settings& settings,
-                     const config::pow_counters_config& counters, std::size_t reasons)
+                     const config::pow_counters_config& counters)
     : challenger_(secret),
       replays_(settings.replay_cache_entries),
       violations_(
           pow::counter_settings{counters.max_counter, counters.decay_interval,
                                 counters.max_individual_entries, counters.max_network_entries},
-          reasons),
+          max_reason_slots),
       ttl_(std::max<std::int64_t>(1, settings.challenge_ttl / core::ns_per_s)) {}
+
+std::size_t pow_state::slot(const std::string& name) {
+  const std::lock_guard lock(slots_mutex_);
+  for (std::size_t i = 0; i < slot_names_.size(); ++i) {
+    if (slot_names_[i] == name) return i;
+  }
+  if (slot_names_.size() == max_reason_slots) return max_reason_slots;
+  slot_names_.push_back(name);
+  return slot_names_.size() - 1;
+}
 
 proof check_proof(const pow_state& s, std::string_view solution, const client_subjects& who,
                   const category_pow& c, std::int64_t now) {

@@ -4,6 +4,7 @@
 /// state (challenger, replay cache, counters, bans) lives for the process, across reloads.
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,9 +57,18 @@ client_subjects subjects_of(const core::address& a, const limit::level_prefixes&
 /// Thread safety: every member function may be called from any thread.
 class pow_state {
  public:
+  /// Most violation reasons whose per-address counts (toward a ban) are kept.
+  static constexpr std::size_t max_reason_slots = 32;
+
   /// `secret` keys challenges; tables sized from `counters` and `settings`.
   pow_state(std::string_view secret, const config::pow_settings& settings,
-            const config::pow_counters_config& counters, std::size_t reasons);
+            const config::pow_counters_config& counters);
+
+  /// The slot of reason `name` in the per-address reason counts: the same for the life of the
+  /// process, whatever reloads do to the order of reasons in the policy. Past
+  /// max_reason_slots distinct names, max_reason_slots (such a reason is counted in the
+  /// individual and network counters but bans nobody).
+  std::size_t slot(const std::string& name);
 
   const pow::challenger& challenger() const noexcept { return challenger_; }
   pow::replay_cache& replays() noexcept { return replays_; }
@@ -72,6 +82,8 @@ class pow_state {
   pow::replay_cache replays_;
   pow::violation_tables violations_;
   std::int64_t ttl_;
+  std::mutex slots_mutex_;               ///< guards slot_names_
+  std::vector<std::string> slot_names_;  ///< by slot
 };
 
 /// What a request's X-PoW-Solution header came to.

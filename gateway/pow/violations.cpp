@@ -39,7 +39,7 @@ std::optional<std::int64_t> violation_tables::record(const subject& individual,
   if (rule.individual || rule.ban_threshold > 0) {
     ban = individual_.update(individual, [&](individual_entry& e) {
       if (rule.individual) e.counter.raise(now, interval, settings_.max_counter);
-      if (reason >= reasons_) return false;  // a reason added by a reload: counted from restart
+      if (reason >= reasons_) return false;  // no slot left for its own count
       if (e.reasons.size() < reasons_) e.reasons.resize(reasons_);
       auto& c = e.reasons[reason];
       const unsigned cap = rule.ban_threshold > 0 ? rule.ban_threshold : settings_.max_counter;

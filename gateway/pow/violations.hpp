@@ -45,7 +45,8 @@ class violation_tables {
   /// Tables for `reasons` reasons (indices 0..reasons-1) under `s`.
   violation_tables(const counter_settings& s, std::size_t reasons);
 
-  /// Records a violation of reason `reason` under `rule` by the client whose keys are
+  /// Records a violation of reason `reason` (a slot below `reasons`; others raise the
+  /// counters only) under `rule` by the client whose keys are
   /// `individual` and `network`, at `now`. Returns the end of the ban it caused, if any.
   std::optional<std::int64_t> record(const subject& individual, const subject& network,
                                      std::size_t reason, const reason_rule& rule, std::int64_t now);

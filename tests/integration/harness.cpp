@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 namespace tollgate::test {
 
@@ -258,6 +259,43 @@ std::string fnv1a64_hex(std::string_view s) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+struct scripted_upstream::impl {
+  asio::io_context io;
+  tcp::acceptor acceptor{io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)};
+  std::string reply;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+
+scripted_upstream::scripted_upstream(std::string reply) : impl_(std::make_unique<impl>()) {
+  impl_->reply = std::move(reply);
+  port = impl_->acceptor.local_endpoint().port();
+  impl_->thread = std::thread([this] {
+    for (;;) {
+      beast::error_code ec;
+      tcp::socket s(impl_->io);
+      impl_->acceptor.accept(s, ec);
+      if (ec || impl_->stop) return;  // the test is over
+      std::string head;
+      char c;
+      while (head.find("\r\n\r\n") == std::string::npos &&
+             asio::read(s, asio::buffer(&c, 1), ec) == 1)
+        head += c;
+      asio::write(s, asio::buffer(impl_->reply), ec);
+      s.shutdown(tcp::socket::shutdown_both, ec);
+    }
+  });
+}
+
+scripted_upstream::~scripted_upstream() {
+  // A blocked accept() does not notice a close from another thread: wake it with a connection.
+  impl_->stop = true;
+  beast::error_code ec;
+  tcp::socket poke(impl_->io);
+  poke.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
+  impl_->thread.join();
 }
 
 }  // namespace tollgate::test

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,6 +102,21 @@ int run_with_input(const std::vector<std::string>& argv, const std::string& inpu
 /// closed it within `limit`.
 std::chrono::milliseconds time_until_closed(std::uint16_t port, const std::string& raw,
                                             std::chrono::milliseconds limit);
+
+/// A hand-written upstream on a loopback port: for each connection it reads one request head,
+/// writes `reply` as it is (possibly nothing) and closes. For what tollgate-echo will not do.
+class scripted_upstream {
+ public:
+  explicit scripted_upstream(std::string reply);
+  ~scripted_upstream();
+  scripted_upstream(const scripted_upstream&) = delete;
+  scripted_upstream& operator=(const scripted_upstream&) = delete;
+  std::uint16_t port = 0;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
 
 /// A loopback TCP port that was free a moment ago.
 std::uint16_t free_port();

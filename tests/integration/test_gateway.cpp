@@ -444,3 +444,33 @@ TEST_CASE("a PROXY protocol listener charges the client the header names", "[int
   CHECK_THROWS(request(gw.port, "PROXY TCP4 nonsense\r\n" + get("/x")));
   CHECK(request(gw.port, v1 + get("/still-alive")).status == 200);
 }
+
+TEST_CASE("an upstream that closes without answering gives 502; interim responses are skipped",
+          "[integration]") {
+  scripted_upstream silent("");
+  scripted_upstream hints(
+      "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+      "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nfinal");
+  const std::string yaml = R"(
+listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
+admin: { address: 127.0.0.1, port: 0 }
+workers: 1
+upstreams:
+  silent: { endpoints: ["127.0.0.1:)" +
+                           std::to_string(silent.port) + R"("] }
+  hints: { endpoints: ["127.0.0.1:)" +
+                           std::to_string(hints.port) + R"("] }
+routes:
+  - { match: { path_prefix: /hints }, category: open, upstream: hints }
+default_route: { category: open, upstream: silent }
+policies: ["{policy}"]
+)";
+  gateway gw(yaml, policy_yaml, 1);
+  auto r = request(gw.port, get("/x"));
+  CHECK(r.status == 502);
+  CHECK(r.body.find("upstream silent failed") != std::string::npos);
+  r = request(gw.port, get("/hints"));
+  CHECK(r.status == 200);
+  CHECK(r.body == "final");
+  CHECK(r.header("link").empty());
+}

@@ -24,7 +24,9 @@ workers: 2
 upstreams: { app: { endpoints: ["{echo}"] } }
 routes:
   - { match: { path_prefix: /guarded }, category: guarded, upstream: app }
+  - { match: { path_prefix: /paid_global }, category: paid_global, upstream: app }
   - { match: { path_prefix: /paid }, category: paid, upstream: app }
+  - { match: { path_prefix: /both }, category: both, upstream: app }
 default_route: { category: open, upstream: app }
 policies: ["{policy}"]
 pow: { challenge_ttl: 2s }
@@ -40,6 +42,14 @@ categories:
     limits:
       ipv4_individual: { short: { rate: 1/h, burst: 2 } }
     pow: { on_limit: true, on_limit_bits: 6 }
+  paid_global:
+    limits:
+      global: { short: { rate: 1/h, burst: 1 } }
+    pow: { on_limit: true, on_limit_bits: 4 }
+  both:
+    limits:
+      ipv4_individual: { short: { rate: 1/h, burst: 1 } }
+    pow: { enabled: true, base_bits: 4, step_bits: 0, max_bits: 4, on_limit: true, on_limit_bits: 4 }
   open:
     limits:
       ipv4_individual: { short: { rate: 1000/s, burst: 1000 } }
@@ -124,7 +134,8 @@ TEST_CASE("an upstream's violation leads to a 428; the solved challenge passes o
   const auto m = metrics_of(f.gw);
   CHECK(m.find(R"(tollgate_violations_total{reason="abuse"} 1)") != std::string::npos);
   CHECK(m.find(R"(tollgate_pow_challenges_total{category="guarded"} 2)") != std::string::npos);
-  CHECK(m.find(R"(tollgate_pow_verifications_total{result="valid"} 2)") != std::string::npos);
+  CHECK(m.find(R"(tollgate_pow_verifications_total{result="valid"} 1)") != std::string::npos);
+  CHECK(m.find(R"(tollgate_pow_verifications_total{result="replayed"} 1)") != std::string::npos);
   CHECK(m.find(R"(tollgate_requests_total{category="guarded",decision="challenged"} 2)") !=
         std::string::npos);
 }
@@ -267,5 +278,31 @@ TEST_CASE("repeated violations ban an address: 403, nothing upstream, lifted by 
   CHECK(m.find("tollgate_bans_total 1") != std::string::npos);
   CHECK(m.find("tollgate_active_bans 0") != std::string::npos);
   CHECK(m.find(R"(tollgate_requests_total{category="open",decision="banned"} 1)") !=
+        std::string::npos);
+}
+
+TEST_CASE("a proof pays once and never past a global limit", "[integration][pow]") {
+  fixture f;
+  // A global limit is not for sale: past it, 429 even where pay-to-pass is on.
+  CHECK(request(f.gw.port, get("/paid_global"), "127.0.0.41").status == 200);
+  CHECK(request(f.gw.port, get("/paid_global"), "127.0.0.42").status == 429);
+
+  // A client with a violation, in a category with PoW and pay-to-pass: its proof pays for the
+  // violation; past its limit it is asked for a second one, without a reason and without a
+  // pow_failed violation (the first proof was honest).
+  const std::string from = "127.0.0.43";
+  request(f.gw.port, get("/guarded/x?violation=abuse"), from);
+  auto r = request(f.gw.port, get("/both"), from);
+  REQUIRE(r.status == 428);
+  std::string ch = r.header("x-pow-challenge");
+  r = request(f.gw.port, with_proof("/both", ch, tollgate::pow::solve(ch, 4, 1)), from);
+  CHECK(r.status == 200);  // the burst of 1
+  r = request(f.gw.port, get("/both"), from);
+  REQUIRE(r.status == 428);
+  ch = r.header("x-pow-challenge");
+  r = request(f.gw.port, with_proof("/both", ch, tollgate::pow::solve(ch, 4, 1)), from);
+  CHECK(r.status == 428);  // paid for the violation; the limit wants another
+  CHECK(r.body.find(R"("reason")") == std::string::npos);
+  CHECK(metrics_of(f.gw).find(R"(tollgate_violations_total{reason="pow_failed"} 0)") !=
         std::string::npos);
 }

@@ -118,3 +118,22 @@ TEST_CASE("a TLS key that does not load is a configuration error naming the key"
                        out) == 1);
   CHECK(out.find("listeners.public.tls.private_key: cannot load") != std::string::npos);
 }
+
+TEST_CASE("TLS behind the PROXY protocol: the client named in the header, over TLS",
+          "[integration][tls]") {
+  certificate c;
+  echo_server echo;
+  std::string yaml = tls_gateway(c);
+  yaml.replace(yaml.find(" } }]"), 5, " }, proxy_protocol: true }]");
+  gateway gw(yaml, policy_yaml, echo.port);
+  int status = 0;
+  // curl sends a PROXY v1 line naming its own source address, then the TLS handshake.
+  const auto out = curl({"--haproxy-protocol", "--cacert", c.cert(),
+                         "https://127.0.0.1:" + std::to_string(gw.port) + "/behind"},
+                        status);
+  INFO(out);
+  CHECK(status == 0);
+  CHECK(out.find("HTTP/1.1 200 OK") != std::string::npos);
+  CHECK(out.find(R"(["X-Forwarded-Proto","https"])") != std::string::npos);
+  CHECK(out.find(R"(["X-Real-IP","127.0.0.1"])") != std::string::npos);
+}
