@@ -20,5 +20,8 @@ Tollgate is starting on port 8080; metrics and health on 127.0.0.1:9090. Try:
   for i in $(seq 7); do curl -s -o /dev/null -w '%{http_code} ' -X POST localhost:8080/api/auth/login; done
                                                               # auth: burst 5, then 429
   curl -s localhost:9090/metrics | grep tollgate_requests_total
+  curl -s -o /dev/null 'localhost:8080/api/profiles/x?violation=rejected'   # the API flags you
+  curl -i localhost:8080/api/profiles/x                       # now 428 + a challenge; README.md
+                                                              # "Proof of work" shows the rest
 MSG
 build/tollgate --config config/gateway.yaml
