@@ -318,7 +318,9 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
                                           ? std::string_view()
                                           : header_of(&req.base(), category.identity_header);
     const auto who = policy::subjects_of(client_addr, snap->policy.prefixes());
-    const auto solution = sv(req[pow_solution_field]);
+    // A category without proof of work has no use for a proof (it is still removed upstream).
+    const bool pow_category = category.pow.enabled || category.pow.on_limit;
+    const auto solution = pow_category ? sv(req[pow_solution_field]) : std::string_view();
     const plan pl = decide_request(w, *snap, category, client_addr, who, identity, solution, *sc);
     w.counters.requests[snap->metric_of(category)][static_cast<std::size_t>(pl.outcome)].add();
 

@@ -49,13 +49,15 @@ std::optional<std::int64_t> violation_tables::record(const subject& individual,
     });
   }
   if (!ban) return std::nullopt;
-  return bans_.update(individual, [&](ban_entry& b) {
+  return bans_.update(individual, [&](ban_entry& b) -> std::optional<std::int64_t> {
+    // Violations of requests admitted before the ban, still in flight, do not ban again.
+    if (b.until > now) return std::nullopt;
     // Each ban of the same address lasts twice the one before, up to the cap.
     std::int64_t d = rule.ban_duration;
     for (unsigned i = 0; i < b.bans && d < rule.ban_max_duration; ++i)
       d *= 2;
     d = std::min(d, std::max(rule.ban_max_duration, rule.ban_duration));
-    b.until = std::max(b.until, now + d);
+    b.until = now + d;
     ++b.bans;
     return b.until;
   });

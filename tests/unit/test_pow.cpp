@@ -194,6 +194,11 @@ TEST_CASE("bans after a threshold, doubling to a cap, and lifted", "[pow]") {
   REQUIRE(first);
   CHECK(*first == 60 * s);
   CHECK(t.banned_until(ind, 59 * s) == 60 * s);
+  // Violations still arriving during the ban (requests admitted before it) do not ban again.
+  for (int i = 0; i < 6; ++i)
+    CHECK_FALSE(t.record(ind, net, 0, rule, 30 * s));
+  CHECK(t.banned_until(ind, 59 * s) == 60 * s);
+  CHECK(t.describe(ind, net, 30 * s).bans == 1);
   CHECK_FALSE(t.banned_until(ind, 60 * s));
   CHECK_FALSE(t.banned_until(subject{8, 0}, 0));
 
