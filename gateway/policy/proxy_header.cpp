@@ -70,7 +70,11 @@ proxy_parse parse_v2(std::string_view data, proxy_header& out) {
   const unsigned version = byte(12) >> 4, command = byte(12) & 0x0f;
   const unsigned family = byte(13) >> 4, transport = byte(13) & 0x0f;
   const std::size_t length = (std::size_t{byte(14)} << 8) | byte(15);
-  if (version != 2 || command > 1 || 16 + length > max_proxy_header) return proxy_parse::invalid;
+  // Families UNSPEC, INET, INET6, UNIX and transports UNSPEC, STREAM, DGRAM are all there is.
+  if (version != 2 || command > 1 || family > 3 || transport > 2 ||
+      16 + length > max_proxy_header) {
+    return proxy_parse::invalid;
+  }
   if (data.size() < 16 + length) return proxy_parse::need_more;
   out.length = 16 + length;
   out.source.reset();

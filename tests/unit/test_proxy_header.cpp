@@ -104,6 +104,12 @@ TEST_CASE("PROXY v2 headers: IPv4, IPv6, LOCAL, TLVs, partial and malformed", "[
   std::string bad_command = v4;
   bad_command[12] = 0x22;
   CHECK(parse_proxy_header(bad_command, h) == proxy_parse::invalid);
+  // No such family or transport.
+  CHECK(parse_proxy_header(v2(1, 0x41, std::string(12, '\1')), h) == proxy_parse::invalid);
+  CHECK(parse_proxy_header(v2(1, 0x13, std::string(12, '\1')), h) == proxy_parse::invalid);
+  // UNIX sockets (family 3): the peer stands.
+  REQUIRE(parse_proxy_header(v2(1, 0x31, std::string(216, '\0')), h) == proxy_parse::done);
+  CHECK(!h.source);
   // Addresses shorter than the family needs.
   CHECK(parse_proxy_header(v2(1, 0x11, bytes({1, 2, 3})), h) == proxy_parse::invalid);
   // A header longer than the gateway accepts.
