@@ -225,11 +225,9 @@ plan decide_request(worker& w, const snapshot& snap, const policy::category_limi
   if (policy::spend_proof(guard, p, category.pow.on_limit_bits, now_s)) {
     return counted({true, http::status::ok, {}, {}, &sc.fields, metrics::decision::pow_passed});
   }
-  if (paid) {
-    // The proof went to the violations' requirement; count it as the valid proof it was.
-    w.counters.pow_verifications[0].add();
-    p.sent = false;
-  }
+  // A proof that went to the violations' requirement was valid: counted so here, since
+  // refuse() forgets it.
+  if (paid) w.counters.pow_verifications[0].add();
   plan out = refuse(category.pow.on_limit_bits);
   out.rate = &sc.fields;  // it went through the limits
   return counted(out);
