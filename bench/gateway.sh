@@ -16,20 +16,8 @@ connections="${2:-64}"
 workers="${TOLLGATE_BENCH_WORKERS:-2}"
 rounds="${TOLLGATE_BENCH_ROUNDS:-3}"
 
-source scripts/deps.sh
-tollgate_packages+=(wrk nginx-light)
-install_deps >&2
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build --target tollgate tollgate-echo >/dev/null
-
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-  awk 'BEGIN{srand(); print 20000 + int(rand()*20000)}'; }
-wait_port() { for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; return 1; }
+source bench/common.sh
+bench_setup wrk nginx-light
 
 up=$(free_port); ng=$(free_port); ng_limited=$(free_port); tg=$(free_port); tg_limited=$(free_port)
 build/tollgate-echo --port "$up" --threads 2 >/dev/null & pids+=($!)

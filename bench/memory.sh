@@ -7,16 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 total="${1:-10000000}"
-source scripts/deps.sh
-tollgate_packages+=(wrk)
-install_deps >&2
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build --target tollgate tollgate-echo >/dev/null
-
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+source bench/common.sh
+bench_setup wrk
 
 build/tollgate-echo --port 0 --threads 2 >"$work/echo.log" & pids+=($!)
 for _ in $(seq 50); do grep -q listening "$work/echo.log" && break; sleep 0.1; done

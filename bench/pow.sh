@@ -9,16 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${1:-10}"
-source scripts/deps.sh
-tollgate_packages+=(wrk)
-install_deps >&2
-build_tollgate >/dev/null
-
-out=$(mktemp)
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work" "$out"; }
-trap cleanup EXIT
+source bench/common.sh
+bench_setup wrk
+out="$work/bench.out"
 
 build/bench/tollgate_pow_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
   >"$out" 2>&1
@@ -28,8 +21,6 @@ printf '%-52s %s ns\n' "issue a challenge (the whole 428 answer)" "$(median issu
 printf '%-52s %s ns\n' "verify and spend a valid proof" "$(median verify_valid_proof)"
 printf '%-52s %s ns\n' "refuse a forged proof (bad signature)" "$(median verify_forged_proof)"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 up=$(free_port); tg=$(free_port)
 build/tollgate-echo --port "$up" --threads 2 >/dev/null & pids+=($!)
 wait_port "$up"

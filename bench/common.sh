@@ -1,0 +1,33 @@
+# Sourced by the bench scripts: installs what they need, builds, and gives them a scratch
+# folder, a list of background processes stopped on exit, and loopback port helpers.
+#   bench_setup [EXTRA DEBIAN PACKAGES...]
+source scripts/deps.sh
+
+bench_setup() {
+  tollgate_packages+=("$@")
+  install_deps >&2
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build >/dev/null
+  work=$(mktemp -d)
+  pids=()
+  trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+
+# A loopback TCP port that was free a moment ago.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+    awk 'BEGIN{srand(); print 20000 + int(rand()*20000)}'
+}
+
+# Waits until something listens on loopback port $1.
+wait_port() {
+  for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done
+  echo "port $1 never opened" >&2
+  return 1
+}
