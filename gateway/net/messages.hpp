@@ -23,10 +23,11 @@ class field_arena {
     }
     return ::operator new(n, std::align_val_t(align));
   }
-  void deallocate(void* p, std::size_t n, std::size_t align) noexcept {
+  void deallocate(void* p, std::size_t /*n*/, std::size_t align) noexcept {
     const auto* c = static_cast<const std::byte*>(p);
     if (c >= block_ && c < block_ + sizeof block_) return;  // taken back by reset()
-    ::operator delete(p, n, std::align_val_t(align));
+    // The unsized form: clang 14 declares the sized aligned one only with -fsized-deallocation.
+    ::operator delete(p, std::align_val_t(align));
   }
   /// Takes back the whole block. Only when nothing allocated from it is alive.
   void reset() noexcept { used_ = 0; }
