@@ -60,7 +60,8 @@ int check_config(const std::string& path) {
                 g.listeners.size(), g.upstreams.size(), g.routes.size(),
                 g.policy.categories.size());
     return 0;
-  } catch (const config::error& e) {
+  } catch (const std::exception& e) {
+    // config::error above all; anything else is a bug, but still an answer, not an abort.
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
@@ -115,7 +116,7 @@ int run(const std::string& path) {
   config::gateway_config cfg;
   try {
     cfg = config::load_gateway(path);
-  } catch (const config::error& e) {
+  } catch (const std::exception& e) {  // config::error; anything else must not abort either
     spdlog::critical("{}", e.what());
     return 1;
   }
@@ -150,7 +151,7 @@ int run(const std::string& path) {
   try {
     current = std::make_shared<const net::snapshot>(std::move(cfg), scopes, identity_key, metrics,
                                                     pow_state);
-  } catch (const config::error& e) {
+  } catch (const std::exception& e) {
     spdlog::critical("{}", e.what());
     return 1;
   }
@@ -228,7 +229,9 @@ int run(const std::string& path) {
           current = std::move(next);
           metrics.reloads_ok.fetch_add(1);
           spdlog::info("reload: configuration from {} in force", path);
-        } catch (const config::error& e) {
+        } catch (const std::exception& e) {
+          // config::error is what a bad file gives; catching every std::exception is the last
+          // line of defence: a reload must never end the process that is serving.
           metrics.reloads_failed.fetch_add(1);
           spdlog::error("reload failed, the running configuration stays: {}", e.what());
         }

@@ -36,6 +36,8 @@ std::string resolve(const std::string& base_file, const std::string& path) {
 /// A path relative to the gateway file that must be readable now.
 std::string readable_file(const yaml_node& n, const std::string& base_file) {
   const std::string path = resolve(base_file, n.as_string());
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) n.fail("cannot read file '" + path + "': it is a directory");
   std::ifstream in(path);
   if (!in) n.fail("cannot read file '" + path + "': " + std::strerror(errno));
   return path;
@@ -105,7 +107,8 @@ bool collides(const core::address& a, std::uint16_t pa, const core::address& b, 
 
 limits_config read_limits(const yaml_node& n) {
   n.expect_keys({"max_header_bytes", "max_request_body", "header_timeout", "body_timeout",
-                 "keepalive_timeout", "max_connections"});
+                 "keepalive_timeout", "max_connections", "max_connections_per_address",
+                 "min_body_rate"});
   limits_config l;
   if (auto v = n.get("max_header_bytes")) {
     l.max_header_bytes = v->as_size();
@@ -120,6 +123,10 @@ limits_config read_limits(const yaml_node& n) {
   if (auto v = n.get("max_connections")) {
     l.max_connections = static_cast<std::uint32_t>(v->as_uint(1, 1'000'000));
   }
+  if (auto v = n.get("max_connections_per_address")) {
+    l.max_connections_per_address = static_cast<std::uint32_t>(v->as_uint(1, 1'000'000));
+  }
+  if (auto v = n.get("min_body_rate")) l.min_body_rate = v->as_size();
   return l;
 }
 
@@ -258,16 +265,60 @@ logging_config read_logging(const yaml_node& n) {
   return l;
 }
 
-}  // namespace
-
-const upstream_config* gateway_config::upstream(const std::string& name) const {
-  for (const auto& u : upstreams) {
-    if (u.name == name) return &u;
+void read_listeners(const yaml_node& root, gateway_config& g) {
+  const yaml_node listeners = root.at("listeners");
+  for (const yaml_node& n : listeners.items()) {
+    listener_config l = read_listener(n, g.file);
+    for (const auto& other : g.listeners) {
+      if (other.name == l.name) n.at("name").fail("listener name '" + l.name + "' used twice");
+      if (collides(other.address, other.port, l.address, l.port)) {
+        n.at("port").fail("port " + std::to_string(l.port) + " already used by listener '" +
+                          other.name + "'");
+      }
+    }
+    g.listeners.push_back(std::move(l));
   }
-  return nullptr;
+  if (g.listeners.empty()) listeners.fail("at least one listener is needed");
 }
 
-gateway_config load_gateway(const std::string& path) {
+void read_admin(const yaml_node& root, gateway_config& g) {
+  if (auto a = root.get("admin")) {
+    a->expect_keys({"address", "port"});
+    if (auto v = a->get("address")) g.admin.address = read_address(*v);
+    if (auto v = a->get("port")) g.admin.port = read_port(*v);
+  }
+  for (const auto& l : g.listeners) {
+    if (collides(l.address, l.port, g.admin.address, g.admin.port)) {
+      const yaml_node where = root.get("admin") ? *root.get("admin") : root;
+      where.fail("admin port " + std::to_string(g.admin.port) + " collides with listener '" +
+                 l.name + "'");
+    }
+  }
+}
+
+std::uint32_t read_workers(const yaml_node& w) {
+  const std::string s = w.as_string();
+  if (s == "auto") return 0;
+  const auto n = core::parse_uint(s, 256);
+  if (!n || *n == 0) w.fail("expected auto or a whole number from 1 to 256, got '" + s + "'");
+  return static_cast<std::uint32_t>(*n);
+}
+
+void read_routes(const yaml_node& root, gateway_config& g) {
+  if (auto routes = root.get("routes")) {
+    for (const yaml_node& n : routes->items()) {
+      n.expect_keys({"match", "category", "upstream"});
+      route_config r;
+      read_match(n.at("match"), r);
+      g.routes.push_back(read_route_target(n, std::move(r), g));
+    }
+  }
+  const yaml_node d = root.at("default_route");
+  d.expect_keys({"category", "upstream"});
+  g.default_route = read_route_target(d, route_config{}, g);
+}
+
+gateway_config read_gateway(const std::string& path) {
   const yaml_node root = load_yaml_file(path);
   if (root.is_null()) root.fail("the file is empty");
   root.expect_keys({"listeners", "admin", "workers", "limits", "trusted_proxies", "upstreams",
@@ -282,41 +333,9 @@ gateway_config load_gateway(const std::string& path) {
   if (g.policy_files.empty()) policies.fail("at least one policy file is needed");
   g.policy = load_policies(g.policy_files);
 
-  const yaml_node listeners = root.at("listeners");
-  for (const yaml_node& n : listeners.items()) {
-    listener_config l = read_listener(n, path);
-    for (const auto& other : g.listeners) {
-      if (other.name == l.name) n.at("name").fail("listener name '" + l.name + "' used twice");
-      if (collides(other.address, other.port, l.address, l.port)) {
-        n.at("port").fail("port " + std::to_string(l.port) + " already used by listener '" +
-                          other.name + "'");
-      }
-    }
-    g.listeners.push_back(std::move(l));
-  }
-  if (g.listeners.empty()) listeners.fail("at least one listener is needed");
-
-  if (auto a = root.get("admin")) {
-    a->expect_keys({"address", "port"});
-    if (auto v = a->get("address")) g.admin.address = read_address(*v);
-    if (auto v = a->get("port")) g.admin.port = read_port(*v);
-  }
-  for (const auto& l : g.listeners) {
-    if (collides(l.address, l.port, g.admin.address, g.admin.port)) {
-      const yaml_node where = root.get("admin") ? *root.get("admin") : root;
-      where.fail("admin port " + std::to_string(g.admin.port) + " collides with listener '" +
-                 l.name + "'");
-    }
-  }
-
-  if (auto w = root.get("workers")) {
-    const std::string s = w->as_string();
-    if (s != "auto") {
-      const auto n = core::parse_uint(s, 256);
-      if (!n || *n == 0) w->fail("expected auto or a whole number from 1 to 256, got '" + s + "'");
-      g.workers = static_cast<std::uint32_t>(*n);
-    }
-  }
+  read_listeners(root, g);
+  read_admin(root, g);
+  if (auto w = root.get("workers")) g.workers = read_workers(*w);
   if (auto l = root.get("limits")) g.limits = read_limits(*l);
   if (auto t = root.get("trusted_proxies")) {
     for (const yaml_node& item : t->items()) {
@@ -326,28 +345,29 @@ gateway_config load_gateway(const std::string& path) {
       g.trusted_proxies.push_back(*c);
     }
   }
-
   for (const auto& [name, value] : root.at("upstreams").entries()) {
     if (!valid_name(name)) value.fail("invalid upstream name (use a-z, 0-9, _ and -)");
     g.upstreams.push_back(read_upstream(name, value));
   }
-
-  if (auto routes = root.get("routes")) {
-    for (const yaml_node& n : routes->items()) {
-      n.expect_keys({"match", "category", "upstream"});
-      route_config r;
-      read_match(n.at("match"), r);
-      g.routes.push_back(read_route_target(n, std::move(r), g));
-    }
-  }
-  const yaml_node d = root.at("default_route");
-  d.expect_keys({"category", "upstream"});
-  g.default_route = read_route_target(d, route_config{}, g);
-
+  read_routes(root, g);
   if (auto p = root.get("pow")) g.pow = read_pow(*p);
   if (auto s = root.get("store")) g.store = read_store(*s);
   if (auto l = root.get("logging")) g.logging = read_logging(*l);
   return g;
+}
+
+}  // namespace
+
+const upstream_config* gateway_config::upstream(const std::string& name) const {
+  for (const auto& u : upstreams) {
+    if (u.name == name) return &u;
+  }
+  return nullptr;
+}
+
+gateway_config load_gateway(const std::string& path) {
+  // Anything yaml-cpp or the file system throws leaves as a config::error naming the file.
+  return with_file_errors(path, [&] { return read_gateway(path); });
 }
 
 }  // namespace tollgate::config

@@ -315,7 +315,7 @@ const violation_config* policy_config::violation(const std::string& name) const 
 policy_config load_policies(const std::vector<std::string>& paths) {
   loader ld;
   for (const std::string& path : paths) {
-    read_file(load_yaml_file(path), ld);
+    with_file_errors(path, [&] { read_file(load_yaml_file(path), ld); });
     ld.policy.files.push_back(path);
   }
   return finish(ld);
@@ -323,7 +323,7 @@ policy_config load_policies(const std::vector<std::string>& paths) {
 
 policy_config load_policy_text(const std::string& text, const std::string& name) {
   loader ld;
-  read_file(load_yaml_text(text, name), ld);
+  with_file_errors(name, [&] { read_file(load_yaml_text(text, name), ld); });
   ld.policy.files.push_back(name);
   return finish(ld);
 }

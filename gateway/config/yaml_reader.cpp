@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
+#include <memory>
 
 namespace tollgate::config {
 
@@ -130,26 +131,49 @@ std::uint64_t yaml_node::as_size() const {
 
 namespace {
 
-yaml_node parse(std::istream& in, const std::string& name) {
-  auto file = std::make_shared<const std::string>(name);
-  try {
-    return yaml_node(YAML::Load(in), file, "");
-  } catch (const YAML::ParserException& e) {
-    throw error(name, e.mark.line < 0 ? 0 : e.mark.line + 1, "", "YAML syntax: " + e.msg);
+/// Larger files are refused rather than read: no configuration comes near this, and a path
+/// naming a device (/dev/zero) must not exhaust memory.
+constexpr std::size_t max_file_bytes = 16u << 20;
+
+/// The whole of `path`; every I/O failure (missing, unreadable, a directory, too large) as
+/// `error` naming the file. Read with stdio, whose failures are return values: libstdc++'s
+/// filebuf throws std::ios_base::failure from a read error (EISDIR) under yaml-cpp.
+std::string read_text(const std::string& path) {
+  const auto fail = [&](const std::string& why) {
+    throw error(path, 0, "", "cannot read file: " + why);
+  };
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail("it is a directory");
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"),
+                                                          &std::fclose);
+  if (!f) fail(std::strerror(errno));
+  std::string text;
+  char buf[8192];
+  while (const std::size_t n = std::fread(buf, 1, sizeof buf, f.get())) {
+    text.append(buf, n);
+    if (text.size() > max_file_bytes) fail("larger than 16MiB");
   }
+  if (std::ferror(f.get())) fail(std::strerror(errno));
+  return text;
+}
+
+yaml_node parse(const std::string& text, const std::string& name) {
+  auto file = std::make_shared<const std::string>(name);
+  return with_file_errors(name, [&] { return yaml_node(YAML::Load(text), file, ""); });
 }
 
 }  // namespace
 
+int line_of(const YAML::Exception& e) noexcept {
+  return e.mark.is_null() || e.mark.line < 0 ? 0 : e.mark.line + 1;
+}
+
 yaml_node load_yaml_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw error(path, 0, "", std::string("cannot read file: ") + std::strerror(errno));
-  return parse(in, path);
+  return parse(read_text(path), path);
 }
 
 yaml_node load_yaml_text(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  return parse(in, name);
+  return parse(text, name);
 }
 
 }  // namespace tollgate::config

@@ -74,6 +74,28 @@ class yaml_node {
 /// Parses `path` and returns its root; I/O and syntax errors as `error` with file and line.
 yaml_node load_yaml_file(const std::string& path);
 
+/// The 1-based line a yaml-cpp exception points at, or 0.
+int line_of(const YAML::Exception& e) noexcept;
+
+/// Runs `read`, which reads `file`, and returns what it returns. Whatever it throws leaves as
+/// `error` naming `file`: yaml-cpp's exceptions with their line, any other std::exception with
+/// its message, an `error` unchanged. A bad file is then only ever a configuration error, which
+/// --check-config prints and a reload survives.
+template <class Read>
+auto with_file_errors(const std::string& file, Read&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const error&) {
+    throw;
+  } catch (const YAML::ParserException& e) {
+    throw error(file, line_of(e), "", "YAML syntax: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw error(file, line_of(e), "", "YAML: " + e.msg);
+  } catch (const std::exception& e) {
+    throw error(file, 0, "", std::string("cannot load: ") + e.what());
+  }
+}
+
 /// Parses YAML `text` as if read from `name` (tests).
 yaml_node load_yaml_text(const std::string& text, const std::string& name);
 

@@ -156,6 +156,11 @@ TEST_CASE("every gateway error names file, line and key", "[config]") {
            up + dr,
        "g.yaml:1: listeners[0].tls.certificate: cannot read file '" + (s.dir / "no.pem").string() +
            "': No such file or directory"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: ., "
+       "private_key: no.key } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.certificate: cannot read file '" + (s.dir / "").string() +
+           "': it is a directory"},
       {minimal + "admin: { port: 8080 }\n",
        "g.yaml:5: admin: admin port 8080 collides with listener 'public'"},
       {minimal + "workers: many\n",
