@@ -156,8 +156,28 @@ bool valid_method(const std::string& m) {
          std::all_of(m.begin(), m.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
 }
 
+/// The options that loosen path comparison (see path_options); only next to a path.
+path_options read_path_options(const yaml_node& n, const route_config& r) {
+  path_options o;
+  for (auto [key, flag] :
+       {std::pair{"ignore_trailing_slash", &path_options::ignore_trailing_slash},
+        std::pair{"case_insensitive", &path_options::case_insensitive},
+        std::pair{"ignore_path_parameters", &path_options::ignore_path_parameters}}) {
+    if (auto v = n.get(key)) {
+      o.*flag = v->as_bool();
+      if (r.kind == path_match::any) v->fail("needs one of path, path_prefix and path_glob");
+      // A request path never has a ';' left when this compares it.
+      if (o.ignore_path_parameters && r.path.find(';') != std::string::npos) {
+        v->fail("the path has a ';' parameter, which requests are compared without");
+      }
+    }
+  }
+  return o;
+}
+
 void read_match(const yaml_node& n, route_config& r) {
-  n.expect_keys({"method", "path", "path_prefix", "path_glob", "header"});
+  n.expect_keys({"method", "path", "path_prefix", "path_glob", "header", "ignore_trailing_slash",
+                 "case_insensitive", "ignore_path_parameters"});
   if (auto m = n.get("method")) {
     r.method = m->as_string();
     if (!valid_method(r.method)) {
@@ -175,6 +195,7 @@ void read_match(const yaml_node& n, route_config& r) {
       if (r.path.empty() || r.path.front() != '/') p->fail("must start with /");
     }
   }
+  r.options = read_path_options(n, r);
   if (auto h = n.get("header")) {
     for (const auto& [name, value] : h->entries()) {
       if (!valid_host(name)) value.fail("invalid header name");

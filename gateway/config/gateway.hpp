@@ -45,6 +45,11 @@ struct limits_config {
   core::nanos body_timeout = 30 * core::ns_per_s;       ///< to receive a request body
   core::nanos keepalive_timeout = 60 * core::ns_per_s;  ///< idle between requests
   std::uint32_t max_connections = 10'000;               ///< per gateway
+  /// Open connections from one client (an IPv4 address, an IPv6 /64); more are closed at once.
+  std::uint32_t max_connections_per_address = 256;
+  /// A body (request from the client, response from the upstream) must average at least this
+  /// many bytes a second once `body_timeout` has passed since it started; 0: no minimum.
+  std::uint64_t min_body_rate = 1024;
 };
 
 /// One upstream endpoint, `host:port` (host: name or address).
@@ -69,11 +74,24 @@ struct upstream_config {
 /// How a route matches the request path.
 enum class path_match { any, exact, prefix, glob };
 
+/// How leniently a route compares the request path with its own (all off: byte for byte).
+/// Only classification sees the difference; the upstream gets the target as it was sent.
+struct path_options {
+  bool ignore_trailing_slash = false;   ///< "/a/" and "/a" are the same path
+  bool case_insensitive = false;        ///< ASCII letters compared regardless of case
+  bool ignore_path_parameters = false;  ///< ";params" dropped from every segment first
+  /// Whether any option is on.
+  bool any() const noexcept {
+    return ignore_trailing_slash || case_insensitive || ignore_path_parameters;
+  }
+};
+
 /// One route: conditions, then the category and upstream of what matches.
 struct route_config {
   std::string method;                                        ///< "" matches any
   path_match kind = path_match::any;                         ///< how `path` is compared
   std::string path;                                          ///< exact path, prefix or glob
+  path_options options;                                      ///< how leniently
   std::vector<std::pair<std::string, std::string>> headers;  ///< each must be present and equal
   std::string category;                                      ///< a policy category
   std::string upstream;                                      ///< an upstream name

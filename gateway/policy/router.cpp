@@ -29,14 +29,29 @@ bool value_matches(std::string_view value, std::string_view wanted) noexcept {
   }
 }
 
+/// One character of a pattern against one of a path.
+bool same_char(char p, char s, bool fold) noexcept {
+  return p == s || (fold && core::ascii_lower(p) == core::ascii_lower(s));
+}
+
+/// Equal strings, ASCII case folded when `fold`.
+bool same(std::string_view a, std::string_view b, bool fold) noexcept {
+  return fold ? iequals(a, b) : a == b;
+}
+
+/// `p` without one trailing '/', unless it is the root.
+std::string_view without_slash(std::string_view p) noexcept {
+  return p.size() > 1 && p.back() == '/' ? p.substr(0, p.size() - 1) : p;
+}
+
 /// `*` within one segment (no '/'): greedy with one backtrack point, O(n * m) at worst.
-bool segment_match(std::string_view p, std::string_view s) noexcept {
+bool segment_match(std::string_view p, std::string_view s, bool fold) noexcept {
   std::size_t pi = 0, si = 0, star = std::string_view::npos, mark = 0;
   while (si < s.size()) {
     if (pi < p.size() && p[pi] == '*') {
       star = pi++;
       mark = si;
-    } else if (pi < p.size() && p[pi] == s[si]) {
+    } else if (pi < p.size() && same_char(p[pi], s[si], fold)) {
       ++pi;
       ++si;
     } else if (star != std::string_view::npos) {
@@ -123,7 +138,7 @@ bool normalize_path(std::string_view target, std::string& out) {
   return true;
 }
 
-bool glob_match(std::string_view pattern, std::string_view path) noexcept {
+bool glob_match(std::string_view pattern, std::string_view path, bool case_insensitive) noexcept {
   // The same greedy match as within a segment, one level up: segments are the characters and
   // a "**" segment is the star (zero or more segments). Offsets only: nothing is allocated.
   std::size_t pi = 0, si = 0;
@@ -140,7 +155,7 @@ bool glob_match(std::string_view pattern, std::string_view path) noexcept {
         continue;
       }
       const auto [ss, snext] = segment_at(path, si);
-      if (segment_match(ps, ss)) {
+      if (segment_match(ps, ss, case_insensitive)) {
         pi = pnext;
         si = snext;
         continue;
@@ -158,6 +173,45 @@ bool glob_match(std::string_view pattern, std::string_view path) noexcept {
   return true;
 }
 
+void strip_path_parameters(std::string_view path, std::string& out) {
+  out.clear();
+  bool ends_in_slash = false;
+  for (std::size_t at = path.empty() ? no_more : 1; at != no_more;) {
+    const auto [whole, next] = segment_at(path, at);
+    const std::string_view segment = whole.substr(0, whole.find(';'));
+    at = next;
+    ends_in_slash = segment.empty() || segment == "." || segment == "..";
+    if (segment == "..") {
+      out.resize(out.empty() ? 0 : out.rfind('/'));  // at the root it stays there
+    } else if (!ends_in_slash) {
+      out += '/';
+      out += segment;
+    }
+  }
+  if (out.empty() || ends_in_slash) out += '/';
+}
+
+bool path_matches(config::path_match kind, std::string_view pattern, std::string_view path,
+                  const config::path_options& o) noexcept {
+  const bool fold = o.case_insensitive;
+  switch (kind) {
+    case config::path_match::any:
+      return true;
+    case config::path_match::exact:
+      return o.ignore_trailing_slash ? same(without_slash(path), without_slash(pattern), fold)
+                                     : same(path, pattern, fold);
+    case config::path_match::prefix:
+      if (same(path.substr(0, pattern.size()), pattern, fold)) return true;
+      // A prefix ending in '/' names a folder; the folder without its slash is the same one.
+      return o.ignore_trailing_slash && without_slash(pattern).size() < pattern.size() &&
+             same(path, without_slash(pattern), fold);
+    case config::path_match::glob:
+      return o.ignore_trailing_slash ? glob_match(without_slash(pattern), without_slash(path), fold)
+                                     : glob_match(pattern, path, fold);
+  }
+  return false;
+}
+
 router::router(const config::gateway_config& g, const compiled_policy& p) {
   auto target = [&](const config::route_config& r) {
     route t;
@@ -168,36 +222,31 @@ router::router(const config::gateway_config& g, const compiled_policy& p) {
     t.line = r.line;
     return t;
   };
-  for (const auto& r : g.routes)
-    rules_.push_back({r.method, r.kind, r.path, r.headers, target(r)});
+  for (const auto& r : g.routes) {
+    rules_.push_back({r.method, r.kind, r.path, r.options, r.headers, target(r)});
+    strips_parameters_ = strips_parameters_ || r.options.ignore_path_parameters;
+  }
   default_ = target(g.default_route);
   default_.line = 0;
 }
 
-bool router::matches(const rule& r, const request_view& v) const noexcept {
+bool router::matches(const rule& r, const request_view& v, std::string_view path) const noexcept {
   if (!r.method.empty() && r.method != v.method) return false;
-  switch (r.kind) {
-    case config::path_match::any:
-      break;
-    case config::path_match::exact:
-      if (v.path != r.path) return false;
-      break;
-    case config::path_match::prefix:
-      if (v.path.substr(0, r.path.size()) != r.path) return false;
-      break;
-    case config::path_match::glob:
-      if (!glob_match(r.path, v.path)) return false;
-      break;
-  }
+  if (!path_matches(r.kind, r.path, path, r.options)) return false;
   for (const auto& [name, value] : r.headers) {
     if (v.header == nullptr || !value_matches(v.header(v.context, name), value)) return false;
   }
   return true;
 }
 
-const route& router::match(const request_view& v) const noexcept {
+const route& router::match(const request_view& v) const {
+  // Most paths have no ';': then the stripped path is the path and nothing is built.
+  const bool has_parameters = strips_parameters_ && v.path.find(';') != std::string_view::npos;
+  std::string stripped;
+  if (has_parameters) strip_path_parameters(v.path, stripped);
   for (const rule& r : rules_) {
-    if (matches(r, v)) return r.target;
+    const bool strip = has_parameters && r.options.ignore_path_parameters;
+    if (matches(r, v, strip ? std::string_view(stripped) : v.path)) return r.target;
   }
   return default_;
 }

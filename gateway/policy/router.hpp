@@ -36,7 +36,19 @@ struct route {
 bool normalize_path(std::string_view target, std::string& out);
 
 /// `*` matches within one segment, `**` across segments; linear in practice, never exponential.
-bool glob_match(std::string_view pattern, std::string_view path) noexcept;
+/// With `case_insensitive`, ASCII letters match regardless of case.
+bool glob_match(std::string_view pattern, std::string_view path,
+                bool case_insensitive = false) noexcept;
+
+/// Writes `path` (normalised) to `out` with the `;parameters` of every segment dropped, then
+/// the `.`, `..` and empty segments this uncovers (`/a/..;/b`) resolved as normalize_path
+/// would, `..` stopping at the root: the path a servlet container routes `/a;jsessionid=1` by.
+void strip_path_parameters(std::string_view path, std::string& out);
+
+/// Whether `path` (normalised) matches a route's `pattern` of `kind` under `options`.
+/// Allocation-free; ignore_path_parameters is the caller's (strip_path_parameters first).
+bool path_matches(config::path_match kind, std::string_view pattern, std::string_view path,
+                  const config::path_options& options) noexcept;
 
 /// The compiled routing table.
 /// Thread safety: immutable after construction.
@@ -44,21 +56,24 @@ class router {
  public:
   /// Compiles the routes of `g` against the categories of `p` (which must outlive this).
   router(const config::gateway_config& g, const compiled_policy& p);
-  /// The first matching route, else the default route.
-  const route& match(const request_view& r) const noexcept;
+  /// The first matching route, else the default route. Allocates only for a path with a ';'
+  /// when some route ignores path parameters (the stripped path, built once per call).
+  const route& match(const request_view& r) const;
 
  private:
   struct rule {
     std::string method;                                        ///< "" any
     config::path_match kind;                                   ///< how to compare
     std::string path;                                          ///< pattern
+    config::path_options options;                              ///< how leniently
     std::vector<std::pair<std::string, std::string>> headers;  ///< name, value
     policy::route target;                                      ///< where it sends
   };
-  bool matches(const rule& r, const request_view& v) const noexcept;
+  bool matches(const rule& r, const request_view& v, std::string_view path) const noexcept;
 
-  std::vector<rule> rules_;  ///< in file order
-  route default_;            ///< the default route
+  std::vector<rule> rules_;         ///< in file order
+  route default_;                   ///< the default route
+  bool strips_parameters_ = false;  ///< some rule ignores path parameters
 };
 
 }  // namespace tollgate::policy

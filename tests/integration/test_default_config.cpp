@@ -84,3 +84,37 @@ TEST_CASE("the shipped configuration limits each category as DESIGN section 3 sa
                        "\",decision=\"limited\"}") != std::string::npos);
   }
 }
+
+TEST_CASE("the shipped auth routes catch the spellings upstreams serve as the same route",
+          "[integration][default]") {
+  echo_server echo;
+  gateway gw(shipped_gateway_yaml(), "", echo.port);
+  const char* const targets[] = {"/api/auth/login/", "/API/auth/login", "/api/auth/login;x=1",
+                                 "/Api/Auth/Login/;jsessionid=7"};
+  int network = 1;
+  for (const char* target : targets) {
+    INFO(target);
+    const std::string source = "127.0." + std::to_string(network++) + ".9";
+    const int sent = 12;  // auth: burst 5, 2/s; general would take 50
+    std::string raw;
+    for (int i = 0; i < sent; ++i)
+      raw += std::string("POST ") + target + " HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n";
+    const auto rs = exchange(gw.port, raw, static_cast<std::size_t>(sent), source);
+    REQUIRE(rs[0].status == 200);
+    CHECK(rs[0].header("x-ratelimit-limit") == "5");
+    // The upstream gets the target as the client sent it.
+    CHECK(rs[0].body.find(std::string(R"("target":")") + target + "\"") != std::string::npos);
+    int limited = 0;
+    for (const auto& r : rs) {
+      if (r.status == 429) ++limited;
+    }
+    CHECK(limited >= 1);
+  }
+  // The method is still part of the rule: a GET of the same spelling is general.
+  const auto r = request(gw.port, get("/API/auth/login/"), "127.0.9.9");
+  CHECK(r.status == 200);
+  CHECK(r.header("x-ratelimit-limit") == "50");
+  const auto metrics = request(gw.admin_port, get("/metrics")).body;
+  CHECK(metrics.find(R"(tollgate_requests_total{category="auth",decision="limited"})") !=
+        std::string::npos);
+}

@@ -66,6 +66,14 @@ TEST_CASE("the default gateway file loads with the routes of DESIGN section 3", 
   CHECK(g.routes[0].kind == path_match::exact);
   CHECK(g.routes[0].path == "/api/auth/login");
   CHECK(g.routes[0].category == "auth");
+  for (int i = 0; i < 3; ++i) {  // the auth routes match every spelling upstreams accept
+    INFO(g.routes[i].path);
+    CHECK(g.routes[i].category == "auth");
+    CHECK(g.routes[i].options.ignore_trailing_slash);
+    CHECK(g.routes[i].options.case_insensitive);
+    CHECK(g.routes[i].options.ignore_path_parameters);
+  }
+  CHECK_FALSE(g.routes[3].options.any());
   CHECK(g.routes[3].kind == path_match::prefix);
   CHECK(g.routes[3].category == "federation");
   CHECK(g.routes[4].headers ==
@@ -111,6 +119,59 @@ TEST_CASE("gateway options parse", "[config]") {
   CHECK(g.store.fail_mode == store_config::failure::closed);
   CHECK(g.store.capacity[4] == 7u);
   CHECK(g.logging.access_log);
+}
+
+TEST_CASE("route path options parse and default to off", "[config]") {
+  scratch s;
+  const auto g = load_gateway(s.write(
+      minimal +
+      "routes:\n"
+      "  - { match: { path: /a, ignore_trailing_slash: true }, category: auth, upstream: app }\n"
+      "  - { match: { path_prefix: /b, case_insensitive: true, ignore_trailing_slash: false }, "
+      "category: auth, upstream: app }\n"
+      "  - { match: { path_glob: '/c/*', ignore_path_parameters: true }, category: auth, "
+      "upstream: app }\n"
+      "  - { match: { path: /d }, category: auth, upstream: app }\n"));
+  REQUIRE(g.routes.size() == 4);
+  const auto& o = g.routes;
+  CHECK((o[0].options.ignore_trailing_slash && !o[0].options.case_insensitive &&
+         !o[0].options.ignore_path_parameters));
+  CHECK((!o[1].options.ignore_trailing_slash && o[1].options.case_insensitive &&
+         !o[1].options.ignore_path_parameters));
+  CHECK((!o[2].options.ignore_trailing_slash && !o[2].options.case_insensitive &&
+         o[2].options.ignore_path_parameters));
+  CHECK_FALSE(o[3].options.any());
+}
+
+TEST_CASE("route path option errors name file, line and key", "[config]") {
+  scratch s;
+  const std::string route = minimal + "routes:\n  - { match: { ";
+  const std::string target = " }, category: auth, upstream: app }\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {route + "path: /a, case_insensitive: yes" + target,
+       "g.yaml:6: routes[0].match.case_insensitive: expected true or false, got 'yes'"},
+      {route + "path: /a, ignore_trailing_slash: [true]" + target,
+       "g.yaml:6: routes[0].match.ignore_trailing_slash: expected a single value"},
+      {route + "path: /a, ignore_path_parameters: 1" + target,
+       "g.yaml:6: routes[0].match.ignore_path_parameters: expected true or false, got '1'"},
+      {route + "method: POST, ignore_trailing_slash: true" + target,
+       "g.yaml:6: routes[0].match.ignore_trailing_slash: needs one of path, path_prefix and "
+       "path_glob"},
+      {route + "path: '/a;v=1', ignore_path_parameters: true" + target,
+       "g.yaml:6: routes[0].match.ignore_path_parameters: the path has a ';' parameter, which "
+       "requests are compared without"},
+      {route + "path: /a, trailing_slash: true" + target,
+       "g.yaml:6: routes[0].match.trailing_slash: unknown key (expected method, path, "
+       "path_prefix, path_glob, header, ignore_trailing_slash, case_insensitive or "
+       "ignore_path_parameters)"},
+      {minimal + "routes:\n  - match:\n      path_glob: /a/*\n      case_insensitive: maybe\n"
+                 "    category: auth\n    upstream: app\n",
+       "g.yaml:8: routes[0].match.case_insensitive: expected true or false, got 'maybe'"},
+  };
+  for (const auto& [yaml, message] : cases) {
+    INFO(yaml);
+    CHECK(error_of(s, yaml) == message);
+  }
 }
 
 TEST_CASE("every gateway error names file, line and key", "[config]") {

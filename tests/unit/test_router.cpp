@@ -101,6 +101,14 @@ TEST_CASE("the default routes classify as DESIGN section 3 says", "[router]") {
   CHECK(classify("POST", "/api/auth/password") == "auth");
   CHECK(classify("POST", "//api/./auth/login?next=/") == "auth");  // no bypass by spelling
   CHECK(classify("POST", "/api/auth%2flogin") == "auth");
+  // Spellings that upstream frameworks serve as the same route (README, route matching).
+  CHECK(classify("POST", "/api/auth/login/") == "auth");
+  CHECK(classify("POST", "/API/auth/login") == "auth");
+  CHECK(classify("POST", "/api/auth/login;x=1") == "auth");
+  CHECK(classify("POST", "/Api/Profile/Register/;jsessionid=1") == "auth");
+  CHECK(classify("POST", "/api/x/..;/auth/password") == "auth");
+  CHECK(classify("GET", "/API/auth/login/") == "general");
+  CHECK(classify("POST", "/api/auth/login/x") == "general");
   CHECK(classify("PUT", "/api/inbox/42") == "federation");
   CHECK(classify("GET", "/api/inboxes") == "federation");  // a prefix is a string prefix
   CHECK(classify("GET", "/ws/bus", {{"upgrade", "websocket"}}) == "websocket");
