@@ -21,6 +21,22 @@ constexpr bool iequals(std::string_view a, std::string_view b) noexcept {
          });
 }
 
+/// The credentials of an `Authorization` value in the Bearer scheme, or "" for another scheme.
+/// The scheme matches in any case (RFC 9110 §11.1: "bearer", "BEARER") and one or more spaces
+/// may follow it (§11.4); the token comes back exactly as sent, for an exact comparison.
+constexpr std::string_view bearer_token(std::string_view authorization) noexcept {
+  constexpr std::string_view scheme = "bearer";
+  if (authorization.size() <= scheme.size() ||
+      !iequals(authorization.substr(0, scheme.size()), scheme) ||
+      authorization[scheme.size()] != ' ') {
+    return {};
+  }
+  authorization.remove_prefix(scheme.size());
+  while (!authorization.empty() && authorization.front() == ' ')
+    authorization.remove_prefix(1);
+  return authorization;
+}
+
 /// Appends `v` in decimal, without the allocation of std::to_string.
 inline void append_decimal(std::string& out, std::int64_t v) {
   char buf[24];

@@ -2,19 +2,21 @@
 
 #include <spdlog/spdlog.h>
 
+#include "gateway/core/text.hpp"
 #include "gateway/pow/crypto.hpp"
 
 namespace tollgate::net {
 
 namespace {
 
-/// Whether `req` carries the admin token (compared in constant time).
+/// Whether `req` carries the admin token (compared in constant time) in the Bearer scheme,
+/// spelt in any case.
 bool authorized(const admin_server::handlers& h, const http::request<http::empty_body>& req) {
   if (h.token.empty()) return true;
-  const std::string expected = "Bearer " + h.token;
-  const auto given = req[http::field::authorization];
-  return given.size() == expected.size() &&
-         pow::equal_secret(given.data(), expected.data(), expected.size());
+  const auto field = req[http::field::authorization];
+  const std::string_view given = core::bearer_token({field.data(), field.size()});
+  return given.size() == h.token.size() &&
+         pow::equal_secret(given.data(), h.token.data(), h.token.size());
 }
 
 void answer_api(const admin_server::handlers& h, const http::request<http::empty_body>& req,
