@@ -26,6 +26,13 @@ inline constexpr std::size_t upstream_error_count = 3;
 /// Label values of `kind`.
 std::string_view upstream_error_name(upstream_error e) noexcept;
 
+/// Why a connection was refused (label `reason` of tollgate_connections_refused_total).
+enum class refusal : std::uint8_t { per_address, max_connections };
+inline constexpr std::size_t refusal_count = 2;
+/// Label values of `reason`.
+inline constexpr std::array<std::string_view, refusal_count> refusal_names = {"per_address",
+                                                                              "max_connections"};
+
 /// Label values of `result` of tollgate_pow_verifications_total, in the order of
 /// pow::proof_failure (valid first).
 inline constexpr std::array<std::string_view, 7> verification_results = {
@@ -82,6 +89,10 @@ struct worker_counters {
   histogram<limiter_buckets.size()> limiter_check;    ///< time of one limiter decision
   std::array<counter, max_names> connections_opened;  ///< [listener]
   std::array<counter, max_names> connections_closed;  ///< [listener]
+  /// [listener][refusal] connections closed as soon as accepted
+  std::array<std::array<counter, refusal_count>, max_names> connections_refused;
+  /// [listener] idle keep-alive connections closed to make room for new ones
+  std::array<counter, max_names> idle_closed;
   std::array<counter, max_names> pow_challenges;      ///< [category] 428s issued
   std::array<counter, verification_results.size()> pow_verifications;  ///< [result]
   std::array<counter, max_names> violations;                           ///< [reason]

@@ -144,6 +144,30 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   }
   out.push_back(std::move(active));
 
+  auto refused = family("tollgate_connections_refused_total",
+                        "Connections closed as soon as accepted, by listener and reason.",
+                        MetricType::Counter);
+  auto idle_closed =
+      family("tollgate_idle_connections_closed_total",
+             "Idle keep-alive connections closed to make room for new ones at max_connections.",
+             MetricType::Counter);
+  for (std::size_t l = 0; l < listeners.size(); ++l) {
+    for (std::size_t k = 0; k < refusal_count; ++k) {
+      refused.metric.push_back(counter_metric(
+          {{"listener", listeners[l]}, {"reason", std::string(refusal_names[k])}},
+          static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
+            return w.connections_refused[l][k];
+          }))));
+    }
+    idle_closed.metric.push_back(counter_metric(
+        {{"listener", listeners[l]}},
+        static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
+          return w.idle_closed[l];
+        }))));
+  }
+  out.push_back(std::move(refused));
+  out.push_back(std::move(idle_closed));
+
   auto tracked =
       family("tollgate_tracked_keys", "Limiter entries held, by level.", MetricType::Gauge);
   for (const auto& [level, value] : values.tracked_keys) {

@@ -63,6 +63,47 @@ struct deadline_watch {
   upstream_connection* upstream = nullptr;          ///< set during upstream phases
   bool upstream_timed_out = false;                  ///< the last upstream phase ran out of time
   bool ended = false;                               ///< the session is over
+  /// Links in its worker's list of idle keep-alive connections (idle_connections).
+  deadline_watch* idle_prev = nullptr;
+  deadline_watch* idle_next = nullptr;  ///< see idle_prev
+  bool idle = false;                    ///< in that list now
+};
+
+/// The keep-alive connections of one worker that wait for their next request, oldest first:
+/// at max_connections the oldest is closed to make room for a new client (an idle connection
+/// costs its client only a reconnect; a refused client gets nothing). Intrusive, so waiting
+/// allocates nothing.
+/// Thread safety: none needed; one worker's.
+class idle_connections {
+ public:
+  /// Adds `w` as the newest.
+  void push(deadline_watch& w) noexcept {
+    w.idle_prev = tail_;
+    w.idle_next = nullptr;
+    (tail_ != nullptr ? tail_->idle_next : head_) = &w;
+    tail_ = &w;
+    w.idle = true;
+  }
+  /// Takes `w` out, if it is in.
+  void erase(deadline_watch& w) noexcept {
+    if (!w.idle) return;
+    (w.idle_prev != nullptr ? w.idle_prev->idle_next : head_) = w.idle_next;
+    (w.idle_next != nullptr ? w.idle_next->idle_prev : tail_) = w.idle_prev;
+    w.idle = false;
+  }
+  /// Closes the oldest idle connection (its session then ends); false when there is none.
+  bool close_oldest() noexcept {
+    if (head_ == nullptr) return false;
+    deadline_watch& w = *head_;
+    erase(w);
+    error_code ignored;
+    w.client.close(ignored);
+    return true;
+  }
+
+ private:
+  deadline_watch* head_ = nullptr;  ///< oldest
+  deadline_watch* tail_ = nullptr;  ///< newest
 };
 
 /// Watches `w` until the session ends or a client phase times out. Spawned on its own rather

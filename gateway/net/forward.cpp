@@ -16,30 +16,61 @@ namespace tollgate::net {
 
 namespace {
 
+/// Most bytes of an upstream's response head, and of its chunk metadata or trailers.
+constexpr std::size_t max_response_head = 64 * 1024;
+
+/// How one message's body is relayed, and its bounds.
+struct relay_bounds {
+  std::chrono::nanoseconds read_timeout;   ///< for each read
+  std::chrono::nanoseconds write_timeout;  ///< for each write
+  /// Most bytes the parser may need at once inside a body: a chunk-size line with its
+  /// extensions, or the trailer section. Beast buffers these without a limit of its own.
+  std::size_t max_pending;
+  /// Bytes a second the body must average once `read_timeout` has passed since it started
+  /// (0: none), so that a trickle beating each read's timeout cannot hold the exchange forever.
+  std::uint64_t min_rate = 0;
+};
+
+/// The deadline a body read gets: its own timeout, or sooner when the body has fallen behind
+/// its minimum rate (a total deadline that grows with the bytes received).
+std::chrono::nanoseconds read_deadline(const relay_bounds& b,
+                                       deadline_watch::clock::time_point started,
+                                       std::uint64_t received) {
+  if (b.min_rate == 0) return b.read_timeout;
+  const auto earned = std::chrono::nanoseconds(static_cast<std::int64_t>(
+      std::min<double>(static_cast<double>(received) * 1e9 / static_cast<double>(b.min_rate),
+                       1e18)));
+  const auto left = started + b.read_timeout + earned - deadline_watch::clock::now();
+  return std::clamp<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0), b.read_timeout);
+}
+
 /// Relays the message `parser` is reading from `in` to `out`: `head` (already rendered) goes
 /// with the first piece of the body, each piece framed as `chunked` says, each write one
 /// system call. Pieces are sent as they arrive (read_some), so streamed bodies keep moving.
+/// `read_failed` tells a failure to read from `in` from one to write to `out`.
 template <bool isRequest, class In, class Out>
 task<error_code> relay(In& in, beast::flat_buffer& in_buffer,
                        http::parser<isRequest, http::buffer_body, arena_allocator<char>>& parser,
                        Out& out, const std::string& head, bool chunked,
                        std::array<char, 16 * 1024>& chunk, deadline_watch& watch,
-                       upstream_connection& upstream, std::chrono::nanoseconds read_timeout,
-                       std::chrono::nanoseconds write_timeout, bool& read_failed) {
+                       upstream_connection& upstream, const relay_bounds& bounds,
+                       bool& read_failed) {
   read_failed = false;
+  const auto started = deadline_watch::clock::now();
+  std::uint64_t received = 0;
   // A request flows client -> upstream, a response upstream -> client.
   auto reading = [&] {
     if (isRequest) {
-      watch.client_for(read_timeout);
+      watch.client_for(read_deadline(bounds, started, received));
     } else {
-      watch.upstream_for(&upstream, read_timeout);
+      watch.upstream_for(&upstream, read_deadline(bounds, started, received));
     }
   };
   auto writing = [&] {
     if (isRequest) {
-      watch.upstream_for(&upstream, write_timeout);
+      watch.upstream_for(&upstream, bounds.write_timeout);
     } else {
-      watch.client_for(write_timeout);
+      watch.client_for(bounds.write_timeout);
     }
   };
   auto& body = parser.get().body();
@@ -51,6 +82,12 @@ task<error_code> relay(In& in, beast::flat_buffer& in_buffer,
       body.size = chunk.size();
       error_code ec;
       if (!parse_buffered(parser, in_buffer, ec) && !ec) {
+        // The parser took nothing of what is buffered: it waits for the end of a chunk-size
+        // line or of the trailers, which must not grow without bound.
+        if (in_buffer.size() >= bounds.max_pending) {
+          read_failed = true;
+          co_return http::error::header_limit;
+        }
         // A read takes the buffer's free room: a body moves in reads as large as a chunk, not in
         // the 4 KiB a head needed.
         if (in_buffer.capacity() < chunk.size()) in_buffer.reserve(chunk.size());
@@ -61,6 +98,7 @@ task<error_code> relay(In& in, beast::flat_buffer& in_buffer,
       read_failed = static_cast<bool>(ec);
       if (ec) co_return ec;
       size = chunk.size() - body.size;
+      received += size;
     }
     const bool last = parser.is_done();
     std::array<asio::const_buffer, 5> pieces;
@@ -101,14 +139,24 @@ void upstream_head(const request_parser& parser, const forward_request& r, conne
     sc.forwarded_for += sv(f->value());
   }
   if (!sc.forwarded_for.empty()) sc.forwarded_for += ", ";
-  sc.forwarded_for += sc.peer_text;
+  sc.forwarded_for += r.peer_text;
   // Usually the peer itself: its text was made once for the connection.
-  std::string_view real_ip = sc.peer_text;
+  std::string_view real_ip = r.peer_text;
   if (!(r.client == r.peer)) {
     sc.client_text = r.client.to_string();
     real_ip = sc.client_text;
   }
-  render_upstream_head(sc.head, parser, sc.forwarded_for, r.tls ? "https" : "http", real_ip);
+  // An HTTP/1.0 request may come without Host; the upstream gets one all the same (its
+  // first endpoint, as a client of that endpoint would send).
+  std::string host;
+  if (parser.get().find(http::field::host) == parser.get().end()) {
+    const auto& endpoint = r.snap.config.upstreams[r.route.upstream].endpoints.front();
+    const bool literal_v6 = endpoint.host.find(':') != std::string::npos;
+    host = literal_v6 ? "[" + endpoint.host + "]" : endpoint.host;
+    host += ':';
+    core::append_decimal(host, endpoint.port);
+  }
+  render_upstream_head(sc.head, parser, {sc.forwarded_for, r.tls ? "https" : "http", real_ip, host});
 }
 
 /// Records the violations an upstream response reports: its X-Tollgate-Violation fields and
@@ -172,6 +220,51 @@ task<bool> answer_failure(worker& w, const forward_request& r, deadline_watch& w
                                  duration_of(r.snap.config.limits.body_timeout));
 }
 
+/// Whether RFC 9110 §9.2.2 lets a request be sent again after a failure: an idempotent method.
+bool idempotent(http::verb v) noexcept {
+  switch (v) {
+    case http::verb::get:
+    case http::verb::head:
+    case http::verb::options:
+    case http::verb::trace:
+    case http::verb::put:
+    case http::verb::delete_:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Whether `ec` says the upstream closed the connection before any byte of an answer, the one
+/// failure of a pooled connection that may be retried: an unparseable answer or an unasked-for
+/// 101 says the upstream did see the request.
+bool closed_before_answer(const error_code& ec) noexcept {
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+}
+
+/// Reads the final response head from `conn` into `rp`. Interim responses (100 Continue, 103
+/// Early Hints) are read past, not relayed: the client had its 100 from the gateway, and hints
+/// are optional. A 101 was not asked for (upgrades are not forwarded): a failure.
+task<error_code> read_final_head(const forward_request& r, deadline_watch& watch,
+                                 connection_scratch& sc, upstream_connection& conn,
+                                 std::optional<response_parser>& rp, bool head_request) {
+  const auto response_timeout =
+      duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout);
+  for (;;) {
+    std::apply([&](auto&&... a) { rp.emplace(a...); }, on_arena(sc.arena));
+    rp->body_limit(boost::none);  // responses are streamed, never held
+    rp->header_limit(max_response_head);
+    if (head_request) rp->skip(true);
+    watch.upstream_for(&conn, response_timeout);
+    const error_code ec = co_await read_head(conn.socket, conn.buffer, *rp);
+    if (ec) co_return ec;
+    const unsigned status = rp->get().result_int();
+    if (status == 101) co_return asio::error::operation_not_supported;
+    if (status >= 200) co_return error_code{};
+  }
+}
+
 /// Sends the request (head in `sc.head`, body from the client) and reads the response head
 /// into `rp`. Returns nothing when the response head is there; otherwise the failure was
 /// already answered and the value says whether the client connection stays open.
@@ -180,15 +273,17 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
                                         connection_scratch& sc,
                                         std::unique_ptr<upstream_connection>& conn,
                                         std::optional<response_parser>& rp) {
-  const auto response_timeout =
-      duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout);
-  const auto body_timeout = duration_of(r.snap.config.limits.body_timeout);
+  const auto& limits = r.snap.config.limits;
+  const auto body_timeout = duration_of(limits.body_timeout);
+  const relay_bounds bounds{body_timeout,
+                            duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout),
+                            limits.max_header_bytes, limits.min_body_rate};
   const auto& req = parser.get();
   // The gateway answers "Expect: 100-continue" itself once the request is admitted.
   const bool expects_continue = beast::iequals(req[http::field::expect], "100-continue");
-  // A request without a body can be sent again on a fresh connection when a pooled one turns
-  // out to have been closed by the upstream; one with a body cannot (it is streamed once).
-  const bool replayable = parser.is_done();
+  // Sent again on a fresh connection, when a pooled one turns out to have been closed by the
+  // upstream, only if RFC 9110 allows it and there is no body (a body is streamed once).
+  const bool replayable = parser.is_done() && idempotent(req.method());
   for (int attempt = 0;; ++attempt) {
     connect_failure why;
     conn = co_await w.pool.acquire(r.snap, r.route.upstream, watch, why);
@@ -199,7 +294,7 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
       const auto kind =
           timeout ? metrics::upstream_error::timeout : metrics::upstream_error::connect;
       co_return co_await answer_failure(w, r, watch, sc, kind, std::move(what),
-                                        r.keep_alive && replayable);
+                                        r.keep_alive && parser.is_done());
     }
     if (expects_continue && !parser.is_done()) {
       static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -210,40 +305,36 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
     // The head goes with the first piece of the body: one system call where two would do.
     bool client_failed = false;
     error_code ec = co_await relay<true>(watch.stream, client_buffer, parser, conn->socket, sc.head,
-                                         parser.chunked(), sc.body, watch, *conn, body_timeout,
-                                         response_timeout, client_failed);
-    if (client_failed && ec != http::error::body_limit) {
-      // The client stopped sending its body (gone, malformed or too slow): not the upstream's
-      // failure, and nobody is left to answer. The half-sent request dies with the connection.
+                                         parser.chunked(), sc.body, watch, *conn, bounds,
+                                         client_failed);
+    if (client_failed) {
+      // The upstream saw a truncated body; that connection is beyond saving, and so is the
+      // client's, whose framing was not followed to its end.
+      if (ec == http::error::body_limit) {
+        const std::string body = problem_body(413, "Content Too Large", "request body too large");
+        co_await write_local(watch, sc, r.version, http::status::payload_too_large, body,
+                             &sc.fields, false, body_timeout);
+      } else if (ec == http::error::header_limit) {
+        const std::string body =
+            problem_body(400, "Bad Request", "chunk extensions or trailers too large");
+        co_await write_local(watch, sc, r.version, http::status::bad_request, body, &sc.fields,
+                             false, body_timeout);
+      }
+      // Otherwise the client stopped sending its body (gone, malformed or too slow): not the
+      // upstream's failure, and nobody is left to answer.
       co_return false;
     }
-    if (ec == http::error::body_limit) {
-      // The upstream saw a truncated body; that connection is beyond saving.
-      const std::string body = problem_body(413, "Content Too Large", "request body too large");
-      co_await write_local(watch, sc, r.version, http::status::payload_too_large, body, &sc.fields,
-                           false, body_timeout);
-      co_return false;
-    }
-    // Interim responses (100 Continue, 103 Early Hints) are read past, not relayed: the client
-    // had its 100 from the gateway, and hints are optional. The final response follows on the
-    // same connection. A 101 was not asked for (upgrades are not forwarded): a failure.
-    while (!ec) {
-      std::apply([&](auto&&... a) { rp.emplace(a...); }, on_arena(sc.arena));
-      rp->body_limit(boost::none);  // responses are streamed, never held
-      rp->header_limit(64 * 1024);
-      if (req.method() == http::verb::head) rp->skip(true);
-      watch.upstream_for(conn.get(), response_timeout);
-      ec = co_await read_head(conn->socket, conn->buffer, *rp);
-      const unsigned status = ec ? 0 : rp->get().result_int();
-      if (status == 101) ec = asio::error::operation_not_supported;
-      if (ec || status >= 200) break;
-    }
+    // A write to the upstream failed. It may have answered before the body was all sent (a
+    // 413 for a body it will not take) and closed: that answer is read and relayed like any
+    // other, from the bytes the kernel received before the close.
+    if (ec && !watch.upstream_timed_out) ec = {};
+    if (!ec) ec = co_await read_final_head(r, watch, sc, *conn, rp, req.method() == http::verb::head);
     if (!ec) co_return std::nullopt;
-    if (conn->reused && replayable && attempt == 0 && !watch.upstream_timed_out) {
+    const bool timeout = watch.upstream_timed_out;  // the watchdog closed it
+    if (conn->reused && replayable && attempt == 0 && !timeout && closed_before_answer(ec)) {
       continue;  // a stale pooled connection: once more on a fresh one
     }
     w.pool.failed(r.snap, conn->upstream, conn->endpoint);
-    const bool timeout = watch.upstream_timed_out;  // the watchdog closed it
     std::string what = timeout ? std::string("did not answer in time") : "failed: " + ec.message();
     const auto kind = timeout ? metrics::upstream_error::timeout : metrics::upstream_error::reset;
     co_return co_await answer_failure(w, r, watch, sc, kind, std::move(what),
@@ -277,18 +368,25 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
   record_response_violations(w, r, *rp);
   sc.status = rp->get().result_int();
   const bool head_request = parser.get().method() == http::verb::head;
-  const client_framing framing =
-      render_client_head(sc.head, *rp, r.version, r.keep_alive, head_request, sc.fields);
+  // An answer that came before the whole request body (an early 413) ends the client's
+  // connection: the rest of its body is not read.
+  const client_framing framing = render_client_head(
+      sc.head, *rp, r.version, r.keep_alive && parser.is_done(), head_request, sc.fields);
+  // A response body is as slow as the upstream makes it (server-sent events trickle on
+  // purpose): no minimum rate, but its chunk metadata is bounded like a head.
+  const relay_bounds bounds{duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout),
+                            duration_of(r.snap.config.limits.body_timeout), max_response_head, 0};
   bool upstream_failed = false;
-  const error_code ec = co_await relay<false>(
-      conn->socket, conn->buffer, *rp, watch.stream, sc.head, framing.chunked, sc.body, watch,
-      *conn, duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout),
-      duration_of(r.snap.config.limits.body_timeout), upstream_failed);
+  const error_code ec =
+      co_await relay<false>(conn->socket, conn->buffer, *rp, watch.stream, sc.head,
+                            framing.chunked, sc.body, watch, *conn, bounds, upstream_failed);
   // Mid-body failures cannot be reported any more: the head is gone. Close.
   if (ec) co_return false;
   // Bytes past the response's end would be read as the next client's response: such a
-  // connection is not kept.
-  if (rp->keep_alive() && conn->buffer.size() == 0) w.pool.release(r.snap, std::move(conn));
+  // connection is not kept, nor one whose request body was cut short by an early answer.
+  if (parser.is_done() && rp->keep_alive() && conn->buffer.size() == 0) {
+    w.pool.release(r.snap, std::move(conn));
+  }
   co_return framing.keep_alive;
 }
 

@@ -13,6 +13,7 @@ struct forward_request {
   const policy::route& route;   ///< its upstream
   core::address peer;           ///< the socket peer
   core::address client;         ///< the address it was charged to
+  std::string_view peer_text;   ///< the socket peer as text
   bool tls = false;             ///< arrived over TLS
   bool keep_alive = false;      ///< the client asked to keep the connection
   unsigned version = 11;        ///< the client's HTTP version

@@ -93,18 +93,18 @@ void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields&
 }
 
 void render_upstream_head(std::string& out, const request_parser& parser,
-                          std::string_view forwarded_for, std::string_view proto,
-                          std::string_view real_ip) {
+                          const upstream_fields& added) {
   const auto& req = parser.get();
   out.clear();
   out += sv(req.method_string());
   out += ' ';
   out += sv(req.target());
   out += " HTTP/1.1\r\n";
+  if (!added.host.empty()) append_line(out, "Host", added.host);
   append_end_to_end(out, req.base(), is_forwarding_field);
-  append_line(out, "X-Forwarded-For", forwarded_for);
-  append_line(out, "X-Forwarded-Proto", proto);
-  append_line(out, "X-Real-IP", real_ip);
+  append_line(out, "X-Forwarded-For", added.forwarded_for);
+  append_line(out, "X-Forwarded-Proto", added.proto);
+  append_line(out, "X-Real-IP", added.real_ip);
   if (parser.chunked()) {
     out += "Transfer-Encoding: chunked\r\n";
   } else if (const auto length = parser.content_length()) {

@@ -19,11 +19,18 @@ inline constexpr std::string_view violation_field = "X-Tollgate-Violation";
 /// limits; Retry-After and X-RateLimit-Reason only for a rejection).
 void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields& fields);
 
+/// What the gateway adds to a request head it sends upstream.
+struct upstream_fields {
+  std::string_view forwarded_for;  ///< X-Forwarded-For
+  std::string_view proto;          ///< X-Forwarded-Proto
+  std::string_view real_ip;        ///< X-Real-IP
+  std::string_view host;           ///< Host, when the request has none (HTTP/1.0); else ""
+};
+
 /// Renders the head of `req` for the upstream into `out`, with the forwarding headers of
 /// DESIGN §7 and framing from `parser` (chunked stays chunked, a length stays a length).
 void render_upstream_head(std::string& out, const request_parser& parser,
-                          std::string_view forwarded_for, std::string_view proto,
-                          std::string_view real_ip);
+                          const upstream_fields& added);
 
 /// How a response body goes to the client.
 struct client_framing {

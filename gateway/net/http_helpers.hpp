@@ -10,6 +10,7 @@
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include "gateway/net/asio.hpp"
 #include "gateway/net/client_stream.hpp"
@@ -20,18 +21,43 @@
 
 namespace tollgate::net {
 
-/// Buffers a connection reuses for every request it carries.
+/// Buffers a connection uses while it carries a request. A connection that waits for its
+/// next request gives them back to its worker's scratch_pool, so an idle connection holds none.
 struct connection_scratch {
+  beast::flat_buffer buffer;         ///< bytes read from the client and not yet parsed
   std::string path;                  ///< normalised path of the current request
   policy::rate_limit_fields fields;  ///< its rate-limit header values
   std::string forwarded_for;         ///< X-Forwarded-For to send upstream
-  std::string peer_text;             ///< the socket peer as text, made once per connection
   std::string client_text;           ///< X-Real-IP of the current request when not the peer
   std::array<char, 16 * 1024> body;  ///< one chunk of a body being relayed
   std::string head;                  ///< the head being sent (upstream or client)
   field_arena arena;                 ///< header fields of the current request and response
   policy::challenge_answer answer;   ///< header lines and body of a 428 or 403
   unsigned status = 0;  ///< status of the response sent for the current request (access log)
+};
+
+/// Scratch space of one worker's connections between their requests: taken when bytes of a
+/// request arrive, given back when the connection waits again, so memory follows requests in
+/// flight rather than open connections. Keeps up to `max_spare` for reuse, frees the rest.
+/// Thread safety: none needed; one worker's.
+class scratch_pool {
+ public:
+  /// Most scratch blocks kept for reuse (each about 30-45 KiB).
+  static constexpr std::size_t max_spare = 256;
+  /// A block with an empty buffer: a spare, or a new one.
+  std::unique_ptr<connection_scratch> take() {
+    if (spare_.empty()) return std::make_unique<connection_scratch>();
+    auto s = std::move(spare_.back());
+    spare_.pop_back();
+    return s;
+  }
+  /// Takes `s` back (its buffer must be empty).
+  void give(std::unique_ptr<connection_scratch> s) {
+    if (spare_.size() < max_spare) spare_.push_back(std::move(s));
+  }
+
+ private:
+  std::vector<std::unique_ptr<connection_scratch>> spare_;  ///< ready for reuse
 };
 
 /// Beast's string view as a standard one.

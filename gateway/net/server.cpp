@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace tollgate::net {
@@ -45,16 +46,19 @@ auto log_exception(std::string what) {
   };
 }
 
-task<void> counted_session(worker& w, tcp_socket s, const listener_info& l) {
-  const worker_count guard(w.connections);
-  w.counters.connections_opened[l.metric].add();
-  co_await run_session(w, std::move(s), l);
-  w.counters.connections_closed[l.metric].add();
+core::address to_address(const tcp::endpoint& ep) noexcept {
+  const auto a = ep.address();
+  if (a.is_v4()) return core::address::from_v4(a.to_v4().to_uint());
+  const auto bytes = a.to_v6().to_bytes();
+  unsigned char raw[16];
+  std::copy(bytes.begin(), bytes.end(), raw);
+  return core::address::from_v6(raw);
 }
 
 task<void> accept_loop(worker& w, tcp_acceptor& acceptor, const listener_info& l) {
+  tcp::endpoint peer_endpoint;
   for (;;) {
-    auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
+    auto [ec, socket] = co_await acceptor.async_accept(peer_endpoint, use_tuple);
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;  // stopping
     if (ec) {
       // Out of descriptors or a connection reset before accept: back off briefly, go on.
@@ -63,16 +67,60 @@ task<void> accept_loop(worker& w, tcp_acceptor& acceptor, const listener_info& l
       co_await pause.async_wait(use_tuple);
       continue;
     }
+    const core::address peer = to_address(peer_endpoint);
     if (w.connections.load(std::memory_order_relaxed) >= w.max_connections) {
-      continue;  // over this worker's share: the socket closes as it goes out of scope
+      // Over this worker's share: an idle keep-alive connection makes room if there is one.
+      if (!w.idle.close_oldest()) {
+        refuse(w, socket, l, metrics::refusal::max_connections, peer);
+        continue;
+      }
+      w.counters.idle_closed[l.metric].add();
+    }
+    address_slot slot;
+    if (!l.proxy_protocol) {
+      // Behind a PROXY protocol listener the peer is the balancer: the session takes the slot
+      // of the client its header names.
+      const auto key = address_slots::key_of(peer);
+      if (!w.per_address->try_take(key, w.current->config.limits.max_connections_per_address)) {
+        refuse(w, socket, l, metrics::refusal::per_address, peer);
+        continue;
+      }
+      slot = address_slot(*w.per_address, key);
     }
     // Only that one connection is lost if its session throws.
-    asio::co_spawn(w.io, counted_session(w, std::move(socket), l),
+    asio::co_spawn(w.io, run_session(w, std::move(socket), l, peer, std::move(slot)),
                    log_exception("a session on " + l.name));
   }
 }
 
 }  // namespace
+
+void refuse(worker& w, tcp_socket& socket, const listener_info& l, metrics::refusal why,
+            const core::address& peer) {
+  w.counters.connections_refused[l.metric][static_cast<std::size_t>(why)].add();
+  // A reset rather than an orderly close: the refused client holds no state of ours, and the
+  // kernel keeps none (no FIN_WAIT or TIME_WAIT) for a connection that may be one of thousands.
+  error_code ec;
+  socket.set_option(asio::socket_base::linger(true, 0), ec);
+  socket.close(ec);
+  ++w.refusals_unlogged;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - w.refusals_logged < std::chrono::seconds(10)) return;
+  const auto& limits = w.current->config.limits;
+  if (why == metrics::refusal::per_address) {
+    spdlog::warn("listener {}: refused {} connection(s); the last from {}, which has {} open "
+                 "(max_connections_per_address)",
+                 l.name, w.refusals_unlogged, peer.to_string(),
+                 limits.max_connections_per_address);
+  } else {
+    spdlog::warn("listener {}: refused {} connection(s); the last from {}: {} open on this worker "
+                 "and none idle (max_connections {})",
+                 l.name, w.refusals_unlogged, peer.to_string(), w.max_connections,
+                 limits.max_connections);
+  }
+  w.refusals_unlogged = 0;
+  w.refusals_logged = now;
+}
 
 server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, unsigned workers,
                metrics::registry& metrics)
@@ -80,6 +128,7 @@ server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, un
   for (unsigned i = 0; i < std::max(1u, workers); ++i) {
     workers_.push_back(std::make_unique<worker>(shared_));
     workers_.back()->adopt(initial_);
+    workers_.back()->per_address = &per_address_;
     // Like nginx's worker_connections: each worker holds its share of the limit.
     const auto total = initial_->config.limits.max_connections;
     workers_.back()->max_connections = (total + std::max(1u, workers) - 1) / std::max(1u, workers);

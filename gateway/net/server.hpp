@@ -44,6 +44,9 @@ class server {
   metrics::registry& metrics_;                                ///< label tables
   shared_state& shared_;                                      ///< limiter, clock
   std::shared_ptr<const snapshot> initial_;                   ///< listeners come from it
+  /// Open connections per client, across workers; before workers_, whose sessions hold slots
+  /// until their io_contexts are destroyed.
+  address_slots per_address_;
   std::vector<std::unique_ptr<worker>> workers_;              ///< one per thread
   std::vector<std::vector<listening>> acceptors_;             ///< per worker
   std::vector<listener_info> infos_;                          ///< per listener

@@ -9,19 +9,11 @@
 #include "gateway/net/worker.hpp"
 #include "gateway/policy/client_address.hpp"
 #include "gateway/policy/proxy_header.hpp"
+#include "gateway/policy/request_checks.hpp"
 
 namespace tollgate::net {
 
 namespace {
-
-core::address to_address(const tcp::endpoint& ep) noexcept {
-  const auto a = ep.address();
-  if (a.is_v4()) return core::address::from_v4(a.to_v4().to_uint());
-  const auto bytes = a.to_v6().to_bytes();
-  unsigned char raw[16];
-  std::copy(bytes.begin(), bytes.end(), raw);
-  return core::address::from_v6(raw);
-}
 
 constexpr std::string_view pow_solution_field = "X-PoW-Solution";
 
@@ -40,21 +32,52 @@ bool is_ending(const error_code& ec) noexcept {
          ec == asio::error::operation_aborted;
 }
 
-/// Waits for the first byte of the next request within `idle`, so that the header timeout
-/// bounds the head itself, not the pause between requests. False when the connection ended.
-task<bool> await_request(deadline_watch& watch, beast::flat_buffer& buffer,
-                         std::chrono::nanoseconds idle) {
-  if (buffer.size() > 0) co_return true;  // pipelined: the next request is already here
+/// Waits for the first bytes of the next request within `idle` and reads them into the
+/// connection's scratch, so that the header timeout bounds the head itself, not the pause
+/// between requests. While nothing has arrived the connection gives its scratch back to the
+/// worker and, between requests (`between` true), stands in the worker's idle list, so that
+/// an idle connection costs little memory and is the first closed when the worker is full.
+/// False when the connection ended.
+task<bool> await_request(worker& w, deadline_watch& watch, std::unique_ptr<connection_scratch>& sc,
+                         std::chrono::nanoseconds idle, bool between) {
+  if (sc->buffer.size() > 0) co_return true;  // pipelined: the next request is already here
   watch.client_for(idle);
   error_code ec;
   std::size_t n = 0;
   if (watch.stream.tls()) {
-    std::tie(ec, n) = co_await watch.stream.tls_read_some(buffer.prepare(4096));
-  } else {
-    std::tie(ec, n) = co_await watch.client.async_read_some(buffer.prepare(4096), use_tuple);
+    // TLS records are read whole by the TLS layer, which keeps its own buffers: the scratch
+    // stays with the connection.
+    if (between) w.idle.push(watch);
+    std::tie(ec, n) = co_await watch.stream.tls_read_some(sc->buffer.prepare(4096));
+    w.idle.erase(watch);
+    if (ec) co_return false;
+    sc->buffer.commit(n);
+    co_return true;
   }
+  // A read tried at once costs what Asio's own first attempt would; only when it finds
+  // nothing does the connection wait, without a buffer, for the socket to become readable.
+  // (The try comes first: the reactor is edge-triggered, so bytes that arrived while no
+  // operation waited would not wake a wait started after them.)
+  n = watch.client.read_some(sc->buffer.prepare(4096), ec);
+  if (ec != asio::error::would_block && ec != asio::error::try_again) {
+    if (ec) co_return false;
+    sc->buffer.commit(n);
+    co_return true;
+  }
+  w.scratch.give(std::move(sc));
+  if (between) w.idle.push(watch);
+  for (;;) {
+    std::tie(ec) = co_await watch.client.async_wait(tcp::socket::wait_read, use_tuple);
+    if (ec) break;
+    // Readable: the read completes at once (an awaited one would cost another trip through
+    // the scheduler). Nothing after all (a spurious wake-up): wait again.
+    if (sc == nullptr) sc = w.scratch.take();
+    n = watch.client.read_some(sc->buffer.prepare(4096), ec);
+    if (ec != asio::error::would_block && ec != asio::error::try_again) break;
+  }
+  w.idle.erase(watch);
   if (ec) co_return false;
-  buffer.commit(n);
+  sc->buffer.commit(n);
   co_return true;
 }
 
@@ -86,6 +109,53 @@ task<bool> read_proxy_header(deadline_watch& watch, beast::flat_buffer& buffer,
     if (ec) co_return false;
     buffer.commit(n);
   }
+}
+
+/// Feeds the bytes already buffered to `parser`, which is reading a request head, counting
+/// them in `head`. Returns whether the head is complete; an error (the limit among them) goes
+/// to `ec`. The head may be `limit` bytes at most: exactly, where Beast's own check counts
+/// only the fields and lets the request line come on top.
+bool parse_head_buffered(request_parser& parser, beast::flat_buffer& buffer, std::uint64_t& head,
+                         std::uint64_t limit, error_code& ec) {
+  const std::size_t before = buffer.size();
+  parse_buffered(parser, buffer, ec);
+  head += before - buffer.size();
+  if (ec) return false;
+  if (parser.is_header_done()) {
+    if (head > limit) ec = http::error::header_limit;
+    return !ec;
+  }
+  // The head is not complete, so every byte still buffered belongs to it.
+  if (head + buffer.size() > limit) ec = http::error::header_limit;
+  return false;
+}
+
+/// Reads the rest of a request head that parse_head_buffered found incomplete, within
+/// `timeout`.
+task<error_code> read_request_head(deadline_watch& watch, beast::flat_buffer& buffer,
+                                   request_parser& parser, std::uint64_t head,
+                                   std::uint64_t limit, std::chrono::nanoseconds timeout) {
+  watch.client_for(timeout);
+  for (;;) {
+    if (error_code ec = co_await read_more(watch.stream, buffer, parser)) co_return ec;
+    error_code ec;
+    if (parse_head_buffered(parser, buffer, head, limit, ec) || ec) co_return ec;
+  }
+}
+
+/// Why a parsed head cannot be served (RFC 9112 §3.2, §6.3), or "" when it can. Refused heads
+/// get 400 and the connection closes: its framing or its target cannot be trusted.
+std::string_view head_fault(const request_parser& parser) {
+  const auto& req = parser.get();
+  if (!policy::acceptable_transfer_encoding(
+          req.find(http::field::transfer_encoding) != req.end(), parser.chunked())) {
+    return "Transfer-Encoding must end in chunked";
+  }
+  const auto [first, last] = req.equal_range(http::field::host);
+  if (first == last) return req.version() >= 11 ? "HTTP/1.1 request without Host" : "";
+  if (std::next(first) != last) return "more than one Host field";
+  if (!policy::valid_host(sv(first->value()))) return "invalid Host";
+  return "";
 }
 
 /// The answer to a request head that could not be read: 431, 413 or 400.
@@ -233,15 +303,131 @@ plan decide_request(worker& w, const snapshot& snap, const policy::category_limi
   return counted(out);
 }
 
+/// What a connection knows of itself for every request it carries.
+struct connection_facts {
+  core::address peer;          ///< the client (socket peer, or from the PROXY header)
+  std::string_view peer_text;  ///< the same as text, made once
+  const listener_info& listener;
+};
+
+/// Reads, decides and answers (or forwards) one request whose first bytes are in `sc`;
+/// returns whether the connection stays open for another. A coroutine of its own, so that its
+/// frame (the parser, the decision, the answer) exists only while a request is in hand and an
+/// idle connection keeps only the small frame of serve().
+task<bool> serve_request(worker& w, deadline_watch& watch, connection_scratch& sc,
+                         const connection_facts& c) {
+  // The snapshot in force when this request starts serves the whole request.
+  const std::shared_ptr<const snapshot> snap = w.current;
+  const auto& limits = snap->config.limits;
+  // A fresh parser per message; the fields of the previous request and response are gone.
+  sc.arena.reset();
+  auto parser = std::make_from_tuple<request_parser>(on_arena(sc.arena));
+  parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+  parser.body_limit(limits.max_request_body);
+  // Usually the whole head came with the first read: parsed without another await.
+  std::uint64_t head_bytes = 0;
+  error_code rec;
+  if (!parse_head_buffered(parser, sc.buffer, head_bytes, limits.max_header_bytes, rec) && !rec) {
+    rec = co_await read_request_head(watch, sc.buffer, parser, head_bytes, limits.max_header_bytes,
+                                     duration_of(limits.header_timeout));
+  }
+  if (rec) {
+    if (is_ending(rec)) co_return false;
+    // Named before the co_await (GCC 12 mishandles temporaries in co_await arguments).
+    http::status status;
+    const std::string body = bad_head_answer(rec, status);
+    co_await write_local(watch, sc, 11, status, body, nullptr, false,
+                         duration_of(limits.body_timeout));
+    co_return false;
+  }
+  const worker_count busy(w.in_flight);  // graceful stop waits for these
+  const bool access_log = snap->config.logging.access_log;
+  const auto started =
+      access_log ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  auto& req = parser.get();
+  const bool keep_alive = req.keep_alive();
+  const unsigned version = req.version();
+  if (const std::string_view fault = head_fault(parser); !fault.empty()) {
+    const std::string body = problem_body(400, "Bad Request", fault);
+    co_await write_local(watch, sc, version, http::status::bad_request, body, nullptr, false,
+                         duration_of(limits.body_timeout));
+    co_return false;
+  }
+  if (!policy::normalize_path(sv(req.target()), sc.path)) {
+    std::string body = problem_body(400, "Bad Request", "malformed request target");
+    co_await write_local(watch, sc, version, http::status::bad_request, body, nullptr, false,
+                         duration_of(limits.body_timeout));
+    co_return false;
+  }
+
+  const policy::route& route =
+      snap->router.match({sv(req.method_string()), sc.path, &header_of, &req.base()});
+  const core::address client_addr =
+      client_address_of(req.base(), c.peer, snap->config.trusted_proxies);
+
+  const auto& category = *route.category;
+  const std::string_view identity = category.identity_header.empty()
+                                        ? std::string_view()
+                                        : header_of(&req.base(), category.identity_header);
+  const auto who = policy::subjects_of(client_addr, snap->policy.prefixes());
+  // A category without proof of work has no use for a proof (it is still removed upstream).
+  const bool pow_category = category.pow.enabled || category.pow.on_limit;
+  const auto solution = pow_category ? sv(req[pow_solution_field]) : std::string_view();
+  const plan pl = decide_request(w, *snap, category, client_addr, who, identity, solution, sc);
+  w.counters.requests[snap->metric_of(category)][static_cast<std::size_t>(pl.outcome)].add();
+
+  bool stay = false;
+  if (!pl.forward) {
+    // The body, if any, is not read: close afterwards rather than parse what we refuse.
+    stay = co_await write_local(watch, sc, version, pl.status, pl.body, pl.rate,
+                                keep_alive && parser.is_done(), duration_of(limits.body_timeout),
+                                pl.extra_fields);
+  } else {
+    const forward_request fr{*snap,   route,      c.peer,    client_addr, c.peer_text,
+                             c.listener.tls,   keep_alive, version, who};
+    stay = co_await forward(w, fr, watch, sc.buffer, parser, sc);
+  }
+  if (access_log) {
+    // Formatted only when asked for: nothing is built per request otherwise.
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count();
+    spdlog::info("access {} \"{} {} HTTP/{}.{}\" {} category={} decision={} {:.3f}ms",
+                 client_addr.to_string(), sv(req.method_string()), sv(req.target()), version / 10,
+                 version % 10, sc.status, category.name, metrics::decision_name(pl.outcome), ms);
+  }
+  co_return stay;
+}
+
 /// The request loop of one connection; `watch` bounds every phase.
-task<void> serve(worker& w, deadline_watch& watch, core::address peer, const listener_info& l) {
+task<void> serve(worker& w, deadline_watch& watch, core::address peer, const listener_info& l,
+                 address_slot& slot) {
   tcp_socket& client = watch.client;
   error_code ec;
-  beast::flat_buffer buffer;
-  if (l.proxy_protocol &&
-      !co_await read_proxy_header(watch, buffer,
-                                  duration_of(w.current->config.limits.header_timeout), peer)) {
-    co_return;
+  // The connection's scratch, given back to the worker when the session ends (and while it
+  // waits between requests).
+  struct scratch_holder {
+    worker& w;
+    std::unique_ptr<connection_scratch> sc;
+    ~scratch_holder() {
+      if (sc == nullptr) return;
+      sc->buffer.clear();
+      w.scratch.give(std::move(sc));
+    }
+  } held{w, w.scratch.take()};
+  std::unique_ptr<connection_scratch>& sc = held.sc;
+  if (l.proxy_protocol) {
+    if (!co_await read_proxy_header(watch, sc->buffer,
+                                    duration_of(w.current->config.limits.header_timeout), peer)) {
+      co_return;
+    }
+    // The client is known now: its place under the per-address cap.
+    const auto key = address_slots::key_of(peer);
+    if (!w.per_address->try_take(key, w.current->config.limits.max_connections_per_address)) {
+      refuse(w, client, l, metrics::refusal::per_address, peer);
+      co_return;
+    }
+    slot = address_slot(*w.per_address, key);
   }
   // TLS begins after the PROXY header; the handshake shares the header's timeout.
   std::shared_ptr<asio::ssl::context> tls_context;
@@ -255,93 +441,18 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
       co_return;
     }
     watch.client_for(duration_of(w.current->config.limits.header_timeout));
-    if (const error_code hec = co_await watch.stream.handshake(*tls_context, buffer)) {
+    if (const error_code hec = co_await watch.stream.handshake(*tls_context, sc->buffer)) {
       spdlog::debug("TLS handshake with {} failed: {}", peer.to_string(), hec.message());
       co_return;
     }
   }
-  auto sc = std::make_unique<connection_scratch>();
-  sc->peer_text = peer.to_string();
-
+  const std::string peer_text = peer.to_string();  // made once for the connection
+  const connection_facts facts{peer, peer_text, l};
   for (bool first = true;; first = false) {
-    // The snapshot in force when this request starts serves the whole request.
-    const std::shared_ptr<const snapshot> snap = w.current;
-    const auto& limits = snap->config.limits;
+    const auto& limits = w.current->config.limits;
     const auto idle = duration_of(first ? limits.header_timeout : limits.keepalive_timeout);
-    if (!co_await await_request(watch, buffer, idle)) {
-      co_return;
-    }
-    // A fresh parser per message; the fields of the previous request and response are gone.
-    sc->arena.reset();
-    auto parser = std::make_from_tuple<request_parser>(on_arena(sc->arena));
-    parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
-    parser.body_limit(limits.max_request_body);
-    error_code rec;
-    // Usually the whole head came with the first read: parse it without another await.
-    parse_buffered(parser, buffer, rec);
-    if (!rec && !parser.is_header_done()) {
-      watch.client_for(duration_of(limits.header_timeout));
-      rec = co_await read_head(watch.stream, buffer, parser);
-    }
-    if (rec) {
-      if (is_ending(rec)) co_return;
-      // Named before the co_await (GCC 12 mishandles temporaries in co_await arguments).
-      http::status status;
-      const std::string body = bad_head_answer(rec, status);
-      co_await write_local(watch, *sc, 11, status, body, nullptr, false,
-                           duration_of(limits.body_timeout));
-      co_return;
-    }
-    const worker_count busy(w.in_flight);  // graceful stop waits for these
-    const bool access_log = snap->config.logging.access_log;
-    const auto started =
-        access_log ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    auto& req = parser.get();
-    const bool keep_alive = req.keep_alive();
-    const unsigned version = req.version();
-    if (!policy::normalize_path(sv(req.target()), sc->path)) {
-      std::string body = problem_body(400, "Bad Request", "malformed request target");
-      co_await write_local(watch, *sc, version, http::status::bad_request, body, nullptr, false,
-                           duration_of(limits.body_timeout));
-      co_return;
-    }
-
-    const policy::route& route =
-        snap->router.match({sv(req.method_string()), sc->path, &header_of, &req.base()});
-    const core::address client_addr =
-        client_address_of(req.base(), peer, snap->config.trusted_proxies);
-
-    const auto& category = *route.category;
-    const std::string_view identity = category.identity_header.empty()
-                                          ? std::string_view()
-                                          : header_of(&req.base(), category.identity_header);
-    const auto who = policy::subjects_of(client_addr, snap->policy.prefixes());
-    // A category without proof of work has no use for a proof (it is still removed upstream).
-    const bool pow_category = category.pow.enabled || category.pow.on_limit;
-    const auto solution = pow_category ? sv(req[pow_solution_field]) : std::string_view();
-    const plan pl = decide_request(w, *snap, category, client_addr, who, identity, solution, *sc);
-    w.counters.requests[snap->metric_of(category)][static_cast<std::size_t>(pl.outcome)].add();
-
-    bool stay = false;
-    if (!pl.forward) {
-      // The body, if any, is not read: close afterwards rather than parse what we refuse.
-      stay = co_await write_local(watch, *sc, version, pl.status, pl.body, pl.rate,
-                                  keep_alive && parser.is_done(), duration_of(limits.body_timeout),
-                                  pl.extra_fields);
-    } else {
-      const forward_request fr{*snap, route, peer, client_addr, l.tls, keep_alive, version, who};
-      stay = co_await forward(w, fr, watch, buffer, parser, *sc);
-    }
-    if (access_log) {
-      // Formatted only when asked for: nothing is built per request otherwise.
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
-              .count();
-      spdlog::info("access {} \"{} {} HTTP/{}.{}\" {} category={} decision={} {:.3f}ms",
-                   client_addr.to_string(), sv(req.method_string()), sv(req.target()), version / 10,
-                   version % 10, sc->status, category.name, metrics::decision_name(pl.outcome), ms);
-    }
-    if (!stay) {
+    if (!co_await await_request(w, watch, sc, idle, !first)) co_return;
+    if (!co_await serve_request(w, watch, *sc, facts)) {
       client.shutdown(tcp::socket::shutdown_send, ec);
       co_return;
     }
@@ -350,15 +461,19 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
 
 }  // namespace
 
-task<void> run_session(worker& w, tcp_socket socket, const listener_info& l) {
+task<void> run_session(worker& w, tcp_socket socket, const listener_info& l, core::address peer,
+                       address_slot slot) {
+  const worker_count open(w.connections);
+  w.counters.connections_opened[l.metric].add();
+  struct count_closed {
+    metrics::counter& closed;
+    ~count_closed() { closed.add(); }
+  } const closing{w.counters.connections_closed[l.metric]};
   error_code ec;
-  const auto peer_endpoint = socket.remote_endpoint(ec);
-  if (ec) co_return;  // the client left before we looked
   socket.set_option(tcp::no_delay(true), ec);
   // Writes are tried at once and awaited only for what the kernel did not take (write_now).
   socket.non_blocking(true, ec);
   if (ec) co_return;
-  const core::address peer = to_address(peer_endpoint);
   client_stream stream(socket);
   auto watch = std::make_shared<deadline_watch>(socket, stream);
   // The watchdog closes the socket under the session's pending operation when a client phase
@@ -374,7 +489,7 @@ task<void> run_session(worker& w, tcp_socket socket, const listener_info& l) {
     deadline_watch& w;
     ~end_watch() { w.end(); }
   } const ender{*watch};
-  co_await serve(w, *watch, peer, l);
+  co_await serve(w, *watch, peer, l, slot);
 }
 
 }  // namespace tollgate::net

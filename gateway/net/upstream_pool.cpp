@@ -1,6 +1,9 @@
 #include "gateway/net/upstream_pool.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 
 namespace tollgate::net {
 
@@ -9,6 +12,16 @@ using clock = std::chrono::steady_clock;
 
 std::chrono::nanoseconds as_duration(core::nanos n) {
   return std::chrono::nanoseconds(n);
+}
+
+/// Whether a pooled connection is as it was left: nothing to read and not closed. Bytes an
+/// upstream sent after a complete response would otherwise become the answer to the next
+/// request on it, perhaps another client's (nginx checks the same before reuse). One
+/// non-blocking peek, which fails with EAGAIN on a healthy connection.
+bool still_idle(tcp_socket& s) {
+  char byte;
+  const ssize_t n = ::recv(s.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 }  // namespace
 
@@ -49,7 +62,7 @@ task<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot
     auto c = std::move(es.idle.back());
     es.idle.pop_back();
     // Past the idle timeout the upstream has likely closed it already.
-    if (now - c->idle_since < as_duration(cfg.idle_timeout)) {
+    if (now - c->idle_since < as_duration(cfg.idle_timeout) && still_idle(c->socket)) {
       c->reused = true;
       co_return c;
     }

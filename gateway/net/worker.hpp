@@ -3,13 +3,17 @@
 /// snapshot. Connections are pinned to one worker for life, so none of this needs a lock.
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
 #include "gateway/core/clock.hpp"
 #include "gateway/limit/limiter.hpp"
 #include "gateway/metrics/counters.hpp"
+#include "gateway/net/address_slots.hpp"
 #include "gateway/net/asio.hpp"
+#include "gateway/net/deadline.hpp"
+#include "gateway/net/http_helpers.hpp"
 #include "gateway/net/snapshot.hpp"
 #include "gateway/net/upstream_pool.hpp"
 #include "gateway/policy/pow_gate.hpp"
@@ -60,6 +64,13 @@ struct worker {
   std::atomic<std::uint64_t> connections{0};
   std::atomic<std::uint64_t> in_flight{0};  ///< requests between head read and response end
   std::uint64_t max_connections = 0;        ///< this worker's share of limits.max_connections
+  address_slots* per_address = nullptr;     ///< open connections per client, all workers'
+  idle_connections idle;                    ///< keep-alive connections between requests
+  scratch_pool scratch;                     ///< buffers of connections with a request
+  /// Refusals not yet logged (logged at most once per interval, so an attack cannot flood
+  /// the log; every one is counted in the metrics at once).
+  std::uint64_t refusals_unlogged = 0;
+  std::chrono::steady_clock::time_point refusals_logged;  ///< when they were last logged
   metrics::worker_counters counters;        ///< written by this worker only
   /// The current snapshot through a control block of this worker's own, so that sessions
   /// copying it per request do not contend with other cores on one reference count.
@@ -72,7 +83,15 @@ struct worker {
   }
 };
 
-/// Serves one client connection until it closes; never throws for network errors.
-task<void> run_session(worker& w, tcp_socket socket, const listener_info& l);
+/// Closes a connection just accepted, cheaply (a reset: no lingering state on either side),
+/// and counts and logs the refusal of `peer`.
+void refuse(worker& w, tcp_socket& socket, const listener_info& l, metrics::refusal why,
+            const core::address& peer);
+
+/// Serves one client connection from `peer` until it closes, holding `slot` (its place under
+/// the per-address cap; taken by the session itself on PROXY protocol listeners, where the
+/// client is known only from the header); never throws for network errors.
+task<void> run_session(worker& w, tcp_socket socket, const listener_info& l, core::address peer,
+                       address_slot slot);
 
 }  // namespace tollgate::net

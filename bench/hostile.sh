@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Tollgate under hostile and idle clients (issue 8), nginx beside it where it compares:
+#   1. memory per idle keep-alive connection: N connections each make one request and stay
+#      open; resident memory before and after, per connection (Tollgate and nginx);
+#   2. latency of normal clients (wrk from 127.0.0.1) without and with a slowloris attack of
+#      2000 connections from one other address (127.0.0.200) held open with a never-ending
+#      head, Tollgate with its default per-address cap;
+#   3. peak resident memory while 10 connections send endless chunk extensions and trailers.
+#
+#   bash bench/hostile.sh [IDLE_CONNECTIONS]      (default 10000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+idle_n="${1:-10000}"
+source bench/common.sh
+bench_setup wrk nginx-light python3
+
+up=$(free_port); ng=$(free_port)
+build/tollgate-echo --port "$up" --threads 2 >/dev/null & pids+=($!)
+wait_port "$up"
+
+cat > "$work/gateway.yaml" <<YAML
+listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
+admin: { address: 127.0.0.1, port: 0 }
+workers: 2
+limits: { max_connections: 15000, keepalive_timeout: 300s, header_timeout: 60s }
+upstreams: { app: { endpoints: ["127.0.0.1:$up"] } }
+default_route: { category: general, upstream: app }
+policies: [$PWD/bench/open-policy.yaml]
+YAML
+start_tollgate() {
+  build/tollgate --config "$work/gateway.yaml" >"$work/tollgate.log" 2>&1 & tg=$!; pids+=($tg)
+  for _ in $(seq 50); do grep -q "listening on public" "$work/tollgate.log" && break; sleep 0.1; done
+  port=$(grep "listening on public" "$work/tollgate.log" | sed 's/.*:\([0-9]*\)$/\1/')
+}
+stop_tollgate() { kill "$tg"; wait "$tg" 2>/dev/null || true; }
+
+cat > "$work/nginx.conf" <<NGINX
+worker_processes 2;
+worker_rlimit_nofile 20000;
+pid $work/nginx.pid;
+error_log $work/nginx.err warn;
+events { worker_connections 15000; }
+http {
+  access_log off;
+  keepalive_timeout 300s;
+  keepalive_requests 100000;
+  upstream app { server 127.0.0.1:$up; keepalive 64; }
+  server {
+    listen 127.0.0.1:$ng reuseport;
+    location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+NGINX
+nginx -p "$work" -c "$work/nginx.conf" -g 'daemon off;' & ngx=$!; pids+=($ngx)
+wait_port "$ng"
+
+echo "== 1. memory per idle keep-alive connection ($idle_n connections, 2 workers each)"
+printf '%-10s %12s %12s %14s\n' "" "RSS before" "RSS after" "bytes/conn"
+start_tollgate
+read -r n before after per < <(python3 bench/hostile_clients.py idle "$port" "$idle_n" "$tg")
+printf '%-10s %10s K %10s K %14s\n' tollgate "$before" "$after" "$per"
+stop_tollgate
+# nginx: its master and workers.
+ngx_pids=$(pgrep -P "$ngx" | tr '\n' ' ')
+read -r n before after per < <(python3 bench/hostile_clients.py idle "$ng" "$idle_n" $ngx $ngx_pids)
+printf '%-10s %10s K %10s K %14s\n' nginx "$before" "$after" "$per"
+
+echo
+echo "== 2. normal clients' latency, without and with 2000 slowloris connections from one address"
+start_tollgate
+latency() { # label
+  wrk -t2 -c32 -d8s --latency "http://127.0.0.1:$port/api/x" >"$work/wrk.txt" 2>&1
+  printf '%-34s %10s req/s   p50 %8s   p99 %8s\n' "$1" \
+    "$(awk '/Requests\/sec/ {print $2}' "$work/wrk.txt")" \
+    "$(awk '$1 == "50%" {print $2}' "$work/wrk.txt")" "$(awk '$1 == "99%" {print $2}' "$work/wrk.txt")"
+}
+latency "tollgate, no attack"
+python3 bench/hostile_clients.py slowloris "$port" 2000 14 >"$work/slow.txt" & attack=$!
+sleep 4
+latency "tollgate, 2000 slowloris connections"
+wait "$attack" || true
+cat "$work/slow.txt"
+grep -o 'tollgate_connections_refused_total{[^}]*per_address[^}]*} [0-9]*' \
+  <(curl -s "http://127.0.0.1:$(grep 'admin listening on' "$work/tollgate.log" | sed 's/.*:\([0-9]*\)$/\1/')/metrics") || true
+
+echo
+echo "== 3. peak RSS under 10 endless chunk-extension / trailer connections for 10 s"
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$tg/status"; }
+peak=$(rss); start_rss=$peak
+python3 bench/hostile_clients.py chunkflood "$port" 10 10 >"$work/flood.txt" & flood=$!
+while kill -0 "$flood" 2>/dev/null; do r=$(rss); [ "$r" -gt "$peak" ] && peak=$r; sleep 0.1; done
+cat "$work/flood.txt"
+printf 'tollgate RSS: %d KiB before, peak %d KiB during (%.1f MB)\n' "$start_rss" "$peak" \
+  "$(awk -v p="$peak" 'BEGIN {print p / 1024}')"
+stop_tollgate

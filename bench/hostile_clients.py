@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Hostile and idle clients for bench/hostile.sh, on loopback only, bounded in count and time.
+
+  idle PORT N PIDS...         opens N keep-alive connections (from 127.0.1.x sources, 100 per
+                              address), sends one GET on each, reads the answer, and prints the
+                              summed RSS of PIDS (KiB) before and after, with N connections held
+  slowloris PORT N SECONDS    N connections from 127.0.0.200, each sending a never-ending head
+                              a byte every few seconds, for SECONDS; reconnects refused ones
+  chunkflood PORT N SECONDS   N connections sending endless chunk extensions (half of them)
+                              or trailers (the other half) as fast as they can, for SECONDS;
+                              a connection the gateway closes is opened again
+"""
+import os
+import resource
+import selectors
+import socket
+import sys
+import time
+
+
+def rss_kib(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def connect(port, source):
+    s = socket.socket()
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def get_one(s, request, i):
+    s.sendall(request)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise SystemExit(f"connection {i} closed before its answer")
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    while len(body) < length:
+        body += s.recv(65536)
+
+
+def idle(port, n, pids):
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n + 1024, n + 1024))
+    request = b"GET /idle HTTP/1.1\r\nHost: bench\r\n\r\n"
+    sources = [f"127.0.1.{1 + i // 100}" for i in range(n)]
+    # The limiter's keys of every source first (its tables are sized by configuration, not by
+    # connections), and a few requests to warm the worker's caches.
+    for source in sorted(set(sources)):
+        for _ in range(5):
+            with connect(port, source) as s:
+                get_one(s, request, -1)
+    time.sleep(0.5)
+    before = rss_kib(pids)
+    socks = []
+    for i, source in enumerate(sources):
+        s = connect(port, source)
+        get_one(s, request, i)
+        socks.append(s)
+    time.sleep(1.0)  # let the gateway settle (buffers given back, frames freed)
+    after = rss_kib(pids)
+    print(f"{n} {before} {after} {(after - before) * 1024 / n:.0f}")
+    for s in socks:
+        s.close()
+
+
+def slowloris(port, n, seconds):
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n + 1024, n + 1024))
+    end = time.time() + seconds
+    socks = []
+    refused = 0
+    while time.time() < end:
+        while len(socks) < n and time.time() < end:
+            try:
+                s = connect(port, "127.0.0.200")
+                s.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n")
+                socks.append(s)
+            except OSError:
+                refused += 1
+                break
+        alive = []
+        for s in socks:
+            try:
+                s.sendall(b"X: y\r\n")
+                alive.append(s)
+            except OSError:
+                refused += 1
+                s.close()
+        socks = alive
+        time.sleep(min(2.0, max(0.0, end - time.time())))
+    print(f"slowloris: {len(socks)} connections held at the end, {refused} refused or closed")
+
+
+def chunkflood(port, n, seconds):
+    end = time.time() + seconds
+    sel = selectors.DefaultSelector()
+    junk = b"a" * 65536
+    opened = 0
+    head = b"POST /flood HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+    def open_one(kind):
+        nonlocal opened
+        s = connect(port, "127.0.0.150")
+        s.setblocking(False)
+        s.send(head + (b"1;x=" if kind == 0 else b"0\r\nX-Trailer: "))
+        sel.register(s, selectors.EVENT_WRITE | selectors.EVENT_READ, kind)
+        opened += 1
+
+    for i in range(n):
+        open_one(i % 2)
+    sent = 0
+    while time.time() < end:
+        for key, events in sel.select(timeout=0.1):
+            s = key.fileobj
+            try:
+                if events & selectors.EVENT_READ:
+                    if not s.recv(65536):
+                        raise OSError("closed")
+                if events & selectors.EVENT_WRITE:
+                    sent += s.send(junk)
+            except OSError:
+                sel.unregister(s)
+                s.close()
+                open_one(key.data)
+    print(f"chunkflood: {opened} connections opened, {sent / 1e6:.1f} MB sent")
+
+
+if __name__ == "__main__":
+    mode, port = sys.argv[1], int(sys.argv[2])
+    if mode == "idle":
+        idle(port, int(sys.argv[3]), [int(p) for p in sys.argv[4:]])
+    elif mode == "slowloris":
+        slowloris(port, int(sys.argv[3]), float(sys.argv[4]))
+    elif mode == "chunkflood":
+        chunkflood(port, int(sys.argv[3]), float(sys.argv[4]))
+    else:
+        raise SystemExit(__doc__)

@@ -1,0 +1,390 @@
+// Hostile clients and faulty upstreams, byte for byte through real sockets: each case here was
+// a defect found by attacking the gateway (issue 8), and each asserts what must hold now.
+
+#include <sys/socket.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "harness.hpp"
+#include "raw_peer.hpp"
+
+using namespace tollgate::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// `{fault}` in the YAML is the fault upstream's port.
+std::string gateway_yaml(std::uint16_t fault_port, const std::string& limits) {
+  std::string g = R"(
+listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
+admin: { address: 127.0.0.1, port: 0 }
+workers: 1
+limits: { )" + limits + R"( }
+upstreams:
+  app: { endpoints: ["{echo}"], response_timeout: 2s }
+  fault: { endpoints: ["127.0.0.1:{fault}"], response_timeout: 2s, max_failures: 1000 }
+routes:
+  - { match: { path_prefix: /fault }, category: open, upstream: fault }
+default_route: { category: open, upstream: app }
+policies: ["{policy}"]
+)";
+  g.replace(g.find("{fault}"), 7, std::to_string(fault_port));
+  return g;
+}
+
+const std::string policy_yaml = R"(
+categories:
+  open:
+    limits:
+      ipv4_individual: { short: { rate: 10000/s, burst: 10000 } }
+)";
+
+const std::string default_limits =
+    "header_timeout: 2s, keepalive_timeout: 5s, body_timeout: 2s, max_header_bytes: 4KiB";
+
+/// An upstream that answers every request on a connection with 200 and `body`.
+void answer_each(int fd, const std::string& body) {
+  std::string rest;
+  while (!fault_upstream::read_head(fd, rest).empty()) {
+    fault_upstream::write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: " +
+                                      std::to_string(body.size()) + "\r\n\r\n" + body);
+  }
+}
+
+/// The value of a metric sample line starting with `prefix` (0 when absent).
+double metric(const gateway& gw, const std::string& prefix) {
+  const auto text = request(gw.admin_port, get("/metrics")).body;
+  const auto at = text.find("\n" + prefix);
+  if (at == std::string::npos) return 0;
+  const auto space = text.find(' ', at + 1 + prefix.size());
+  return std::stod(text.substr(space + 1));
+}
+
+/// Whether the gateway still answers an ordinary request.
+bool serving(const gateway& gw) {
+  return request(gw.port, get("/still")).status == 200;
+}
+
+}  // namespace
+
+TEST_CASE("chunk extensions and trailers without end get 400, not unbounded memory",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream unused([](int, int) {});
+  gateway gw(gateway_yaml(unused.port, default_limits), policy_yaml, echo.port);
+  const std::string head = "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string mib(1 << 20, 'a');
+  for (const std::string& opening : {std::string("1;x="), std::string("5\r\nhello\r\n0\r\nX-T: ")}) {
+    INFO(opening);
+    raw_client c(gw.port);
+    c.send(head + opening);
+    // A mebibyte in pieces: the gateway must give up after a few KiB, not buffer it all.
+    for (int i = 0; i < 16 && c.send(std::string_view(mib).substr(0, mib.size() / 16)); ++i) {
+    }
+    const auto r = c.read_response();
+    CHECK(r.status == 400);
+    CHECK(r.body.find("chunk extensions or trailers too large") != std::string::npos);
+    CHECK(c.closed_within(2s));
+  }
+  CHECK(serving(gw));
+}
+
+TEST_CASE("an upstream's endless chunk extension ends that exchange, not the gateway",
+          "[integration][hostile]") {
+  echo_server echo;
+  std::atomic<std::size_t> taken{0};
+  fault_upstream up([&](int fd, int) {
+    std::string rest;
+    fault_upstream::read_head(fd, rest);
+    fault_upstream::write_all(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;x=");
+    const std::string piece(64 * 1024, 'a');
+    // Up to 16 MiB of one extension, for as long as the gateway takes it.
+    for (int i = 0; i < 256 && fault_upstream::write_all(fd, piece); ++i)
+      taken += piece.size();
+  });
+  gateway gw(gateway_yaml(up.port, default_limits), policy_yaml, echo.port);
+  raw_client c(gw.port);
+  c.send(get("/fault/x"));
+  const auto r = c.read_response(5s);
+  CHECK(r.status != 200);  // no complete 200 comes of it
+  CHECK(c.closed_within(3s));
+  // The gateway gave up after its bound (plus what the sockets' buffers hold), not 16 MiB.
+  CHECK(taken < (8u << 20));
+  CHECK(serving(gw));
+}
+
+TEST_CASE("bytes an upstream sends after a response never answer another request",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream up([](int fd, int n) {
+    std::string rest;
+    if (fault_upstream::read_head(fd, rest).empty()) return;
+    const std::string mine = "conn" + std::to_string(n);
+    fault_upstream::write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: " +
+                                      std::to_string(mine.size()) + "\r\n\r\n" + mine);
+    // A complete response later, unasked: it must not reach the next client.
+    std::this_thread::sleep_for(100ms);
+    fault_upstream::write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nEVIL!");
+    answer_each(fd, mine);
+  });
+  gateway gw(gateway_yaml(up.port, default_limits), policy_yaml, echo.port);
+  CHECK(request(gw.port, get("/fault/a")).body == "conn0");
+  std::this_thread::sleep_for(300ms);  // the unasked response has arrived by now
+  const auto second = request(gw.port, get("/fault/b"), "127.0.0.2");
+  CHECK(second.status == 200);
+  CHECK(second.body == "conn1");  // a fresh connection, not the stale one's leftovers
+  CHECK(up.connections() == 2);
+}
+
+TEST_CASE("a non-idempotent request is never sent twice; an idempotent one is retried once",
+          "[integration][hostile]") {
+  echo_server echo;
+  std::atomic<int> posts{0};
+  std::atomic<int> gets{0};
+  // Every connection answers its first request, then reads the next one and closes without a
+  // word: a connection the upstream dropped after it received the request.
+  fault_upstream up([&](int fd, int) {
+    std::string rest;
+    if (fault_upstream::read_head(fd, rest).empty()) return;
+    fault_upstream::write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    const std::string next = fault_upstream::read_head(fd, rest);
+    if (next.rfind("POST", 0) == 0) ++posts;
+    if (next.rfind("GET /fault/again", 0) == 0) ++gets;
+  });
+  gateway gw(gateway_yaml(up.port, default_limits), policy_yaml, echo.port);
+
+  REQUIRE(request(gw.port, get("/fault/prime")).status == 200);  // pools a connection
+  const auto post =
+      request(gw.port, "POST /fault/pay HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+  CHECK(post.status == 502);
+  std::this_thread::sleep_for(200ms);
+  CHECK(posts == 1);
+
+  REQUIRE(request(gw.port, get("/fault/prime")).status == 200);
+  const auto again = request(gw.port, get("/fault/again"));
+  CHECK(again.status == 200);  // retried on a fresh connection, which answers it
+  CHECK(gets == 1);            // the dropped attempt; the fresh one answered it as a first
+}
+
+TEST_CASE("an unasked 101 or an unparseable answer is not retried", "[integration][hostile]") {
+  echo_server echo;
+  std::atomic<int> seen{0};
+  fault_upstream up([&](int fd, int) {
+    std::string rest;
+    if (fault_upstream::read_head(fd, rest).empty()) return;
+    fault_upstream::write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    const std::string next = fault_upstream::read_head(fd, rest);
+    if (next.empty()) return;
+    ++seen;
+    fault_upstream::write_all(fd, next.find("/fault/upgrade") != std::string::npos
+                                      ? "HTTP/1.1 101 Switching Protocols\r\n\r\n"
+                                      : "HTTP/1.1 2xx Nonsense\r\n\r\n");
+  });
+  gateway gw(gateway_yaml(up.port, default_limits), policy_yaml, echo.port);
+  for (const char* target : {"/fault/upgrade", "/fault/garbage"}) {
+    INFO(target);
+    REQUIRE(request(gw.port, get("/fault/prime")).status == 200);
+    const int before = seen;
+    CHECK(request(gw.port, get(target)).status == 502);
+    std::this_thread::sleep_for(100ms);
+    CHECK(seen - before == 1);
+  }
+}
+
+TEST_CASE("Transfer-Encoding not ending in chunked is 400 and the connection closes",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream unused([](int, int) {});
+  gateway gw(gateway_yaml(unused.port, default_limits), policy_yaml, echo.port);
+  const auto before = echo.requests();
+  for (const char* te : {"chunked, identity", "gzip", "xchunked", "identity"}) {
+    for (const bool with_length : {false, true}) {
+      INFO(te << (with_length ? " with Content-Length" : ""));
+      raw_client c(gw.port);
+      c.send(std::string("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: ") + te + "\r\n" +
+             (with_length ? "Content-Length: 5\r\n" : "") + "\r\nhelloGET / HTTP/1.1\r\n\r\n");
+      const auto r = c.read_response();
+      CHECK(r.status == 400);
+      CHECK(c.closed_within(2s));
+    }
+  }
+  CHECK(echo.requests() == before);  // nothing reached the upstream
+}
+
+TEST_CASE("Host: missing on HTTP/1.1, repeated or invalid is 400; HTTP/1.0 gets one upstream",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream unused([](int, int) {});
+  gateway gw(gateway_yaml(unused.port, default_limits), policy_yaml, echo.port);
+  const auto before = echo.requests();
+  for (const char* head : {"GET / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+                           "GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+                           "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
+                           "GET / HTTP/1.1\r\nHost: user@evil\r\n\r\n",
+                           "GET / HTTP/1.1\r\nHost: a:80:80\r\n\r\n",
+                           "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n"}) {
+    INFO(head);
+    raw_client c(gw.port);
+    c.send(head);
+    CHECK(c.read_response().status == 400);
+    CHECK(c.closed_within(2s));
+  }
+  CHECK(echo.requests() == before);
+  for (const char* host : {"example.com", "example.com:8080", "[::1]:80", "127.0.0.1", ""}) {
+    INFO(host);
+    CHECK(request(gw.port, std::string("GET / HTTP/1.1\r\nHost: ") + host + "\r\n\r\n").status ==
+          200);
+  }
+  raw_client c(gw.port);
+  c.send("GET /old HTTP/1.0\r\n\r\n");
+  const auto r = c.read_response();
+  CHECK(r.status == 200);
+  CHECK(r.body.find("[\"Host\",\"127.0.0.1:" + std::to_string(echo.port) + "\"]") !=
+        std::string::npos);
+}
+
+TEST_CASE("max_header_bytes is exact however the head arrives", "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream unused([](int, int) {});
+  gateway gw(gateway_yaml(unused.port, default_limits), policy_yaml, echo.port);
+  // A head of exactly `size` bytes, with a long request line (Beast's own limit leaves the
+  // request line out of its count).
+  auto head_of = [](std::size_t size) {
+    const std::string start = "GET /" + std::string(1500, 'p') + " HTTP/1.1\r\nHost: t\r\nX-Pad: ";
+    return start + std::string(size - start.size() - 4, 'v') + "\r\n\r\n";
+  };
+  for (const std::size_t split : {std::size_t{0}, std::size_t{1}, std::size_t{700},
+                                  std::size_t{1530}, std::size_t{4000}}) {
+    for (const std::size_t size : {std::size_t{4096}, std::size_t{4097}}) {
+      INFO("head of " << size << " bytes, first write " << split);
+      const std::string head = head_of(size);
+      REQUIRE(head.size() == size);
+      raw_client c(gw.port);
+      if (split > 0) {
+        c.send(head.substr(0, split));
+        std::this_thread::sleep_for(30ms);
+      }
+      c.send(head.substr(split));
+      CHECK(c.read_response().status == (size <= 4096 ? 200 : 431));
+    }
+  }
+}
+
+TEST_CASE("an early answer from the upstream reaches the client while it is still sending",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream up([](int fd, int) {
+    std::string rest;
+    if (fault_upstream::read_head(fd, rest).empty()) return;
+    const std::string body = R"({"error":"too large"})";
+    fault_upstream::write_all(fd, "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\n"
+                                  "Content-Length: " + std::to_string(body.size()) +
+                                      "\r\n\r\n" + body);
+    // And closes with the body unread: the kernel resets the connection.
+  });
+  gateway gw(gateway_yaml(up.port, default_limits), policy_yaml, echo.port);
+  raw_client c(gw.port);
+  const std::size_t length = 8u << 20;
+  c.send("POST /fault/upload HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(length) +
+         "\r\n\r\n");
+  std::thread sender([&] {
+    const std::string piece(64 * 1024, 'b');
+    for (std::size_t sent = 0; sent < length && c.send(piece); sent += piece.size()) {
+    }
+  });
+  const auto r = c.read_response(5s);
+  ::shutdown(c.fd(), SHUT_RDWR);  // stops the sender if the gateway is still reading
+  sender.join();
+  CHECK(r.status == 413);
+  CHECK(r.body == R"({"error":"too large"})");
+}
+
+TEST_CASE("a request body that trickles below min_body_rate is cut off",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream unused([](int, int) {});
+  gateway gw(gateway_yaml(unused.port,
+                          "body_timeout: 1s, header_timeout: 2s, min_body_rate: 1KiB"),
+             policy_yaml, echo.port);
+  raw_client c(gw.port);
+  c.send("POST /slow HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n");
+  const auto start = std::chrono::steady_clock::now();
+  // 20 bytes every 200 ms: each read comes well within body_timeout, the rate far below.
+  bool closed = false;
+  for (int i = 0; i < 40 && !closed; ++i) {
+    if (!c.send(std::string(20, 'x'))) break;
+    closed = c.closed_within(200ms);
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(closed);
+  CHECK(took < 3s);
+  CHECK(serving(gw));
+}
+
+TEST_CASE("one address holds its connection cap; other addresses are still served",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream unused([](int, int) {});
+  gateway gw(gateway_yaml(unused.port, "header_timeout: 5s, max_connections_per_address: 5"),
+             policy_yaml, echo.port);
+  std::vector<std::unique_ptr<raw_client>> slow;
+  for (int i = 0; i < 5; ++i) {
+    slow.push_back(std::make_unique<raw_client>(gw.port, "127.0.0.9"));
+    slow.back()->send("GET / HTTP/1.1\r\n");  // a head that never ends
+  }
+  std::this_thread::sleep_for(100ms);
+  {
+    raw_client sixth(gw.port, "127.0.0.9");
+    CHECK(sixth.closed_within(2s));  // refused at once
+  }
+  CHECK(request(gw.port, get("/other"), "127.0.0.10").status == 200);
+  CHECK(metric(gw, "tollgate_connections_refused_total{listener=\"public\",reason=\"per_"
+                   "address\"}") >= 1);
+  // A slot is given back however its connection ends.
+  slow.pop_back();
+  std::this_thread::sleep_for(100ms);
+  raw_client again(gw.port, "127.0.0.9");
+  again.send(get("/back"));
+  CHECK(again.read_response().status == 200);
+}
+
+TEST_CASE("at max_connections an idle keep-alive connection makes room for a new client",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream unused([](int, int) {});
+  gateway gw(gateway_yaml(unused.port, "header_timeout: 5s, keepalive_timeout: 30s, "
+                                       "max_connections: 3"),
+             policy_yaml, echo.port);
+  std::vector<std::unique_ptr<raw_client>> idle;
+  for (int i = 0; i < 3; ++i) {
+    idle.push_back(std::make_unique<raw_client>(gw.port));
+    idle.back()->send(get("/first"));
+    REQUIRE(idle.back()->read_response().status == 200);  // then idle, kept alive
+  }
+  raw_client newcomer(gw.port, "127.0.0.2");
+  newcomer.send(get("/new"));
+  CHECK(newcomer.read_response().status == 200);
+  CHECK(idle.front()->closed_within(2s));  // the oldest idle one went
+  CHECK(metric(gw, "tollgate_idle_connections_closed_total{listener=\"public\"}") == 1);
+
+  // Connections in the middle of a request are never closed for room: then a newcomer is
+  // refused.
+  std::vector<std::unique_ptr<raw_client>> busy;
+  idle.clear();
+  newcomer.send("GET /busy HTTP/1.1\r\n");
+  std::this_thread::sleep_for(200ms);
+  for (int i = 0; i < 2; ++i) {
+    busy.push_back(std::make_unique<raw_client>(gw.port));
+    busy.back()->send("GET /busy HTTP/1.1\r\n");
+  }
+  std::this_thread::sleep_for(200ms);
+  raw_client refused(gw.port, "127.0.0.3");
+  CHECK(refused.closed_within(2s));
+  CHECK(metric(gw, "tollgate_connections_refused_total{listener=\"public\",reason=\"max_"
+                   "connections\"}") >= 1);
+}
