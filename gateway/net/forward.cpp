@@ -149,7 +149,7 @@ void upstream_head(const request_parser& parser, const forward_request& r, conne
   // An HTTP/1.0 request may come without Host; the upstream gets one all the same (its
   // first endpoint, as a client of that endpoint would send).
   std::string host;
-  if (parser.get().find(http::field::host) == parser.get().end()) {
+  if (r.host_missing) {
     const auto& endpoint = r.snap.config.upstreams[r.route.upstream].endpoints.front();
     const bool literal_v6 = endpoint.host.find(':') != std::string::npos;
     host = literal_v6 ? "[" + endpoint.host + "]" : endpoint.host;
@@ -243,28 +243,6 @@ bool closed_before_answer(const error_code& ec) noexcept {
          ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
 }
 
-/// Reads the final response head from `conn` into `rp`. Interim responses (100 Continue, 103
-/// Early Hints) are read past, not relayed: the client had its 100 from the gateway, and hints
-/// are optional. A 101 was not asked for (upgrades are not forwarded): a failure.
-task<error_code> read_final_head(const forward_request& r, deadline_watch& watch,
-                                 connection_scratch& sc, upstream_connection& conn,
-                                 std::optional<response_parser>& rp, bool head_request) {
-  const auto response_timeout =
-      duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout);
-  for (;;) {
-    std::apply([&](auto&&... a) { rp.emplace(a...); }, on_arena(sc.arena));
-    rp->body_limit(boost::none);  // responses are streamed, never held
-    rp->header_limit(max_response_head);
-    if (head_request) rp->skip(true);
-    watch.upstream_for(&conn, response_timeout);
-    const error_code ec = co_await read_head(conn.socket, conn.buffer, *rp);
-    if (ec) co_return ec;
-    const unsigned status = rp->get().result_int();
-    if (status == 101) co_return asio::error::operation_not_supported;
-    if (status >= 200) co_return error_code{};
-  }
-}
-
 /// Sends the request (head in `sc.head`, body from the client) and reads the response head
 /// into `rp`. Returns nothing when the response head is there; otherwise the failure was
 /// already answered and the value says whether the client connection stays open.
@@ -275,9 +253,11 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
                                         std::optional<response_parser>& rp) {
   const auto& limits = r.snap.config.limits;
   const auto body_timeout = duration_of(limits.body_timeout);
-  const relay_bounds bounds{body_timeout,
-                            duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout),
-                            limits.max_header_bytes, limits.min_body_rate};
+  const auto response_timeout =
+      duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout);
+  // The request's body: each write to the upstream within the response timeout.
+  const relay_bounds bounds{body_timeout, response_timeout, limits.max_header_bytes,
+                            limits.min_body_rate};
   const auto& req = parser.get();
   // The gateway answers "Expect: 100-continue" itself once the request is admitted.
   const bool expects_continue = beast::iequals(req[http::field::expect], "100-continue");
@@ -328,7 +308,20 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
     // 413 for a body it will not take) and closed: that answer is read and relayed like any
     // other, from the bytes the kernel received before the close.
     if (ec && !watch.upstream_timed_out) ec = {};
-    if (!ec) ec = co_await read_final_head(r, watch, sc, *conn, rp, req.method() == http::verb::head);
+    // Interim responses (100 Continue, 103 Early Hints) are read past, not relayed: the client
+    // had its 100 from the gateway, and hints are optional. The final response follows on the
+    // same connection. A 101 was not asked for (upgrades are not forwarded): a failure.
+    while (!ec) {
+      std::apply([&](auto&&... a) { rp.emplace(a...); }, on_arena(sc.arena));
+      rp->body_limit(boost::none);  // responses are streamed, never held
+      rp->header_limit(max_response_head);
+      if (req.method() == http::verb::head) rp->skip(true);
+      watch.upstream_for(conn.get(), response_timeout);
+      ec = co_await read_head(conn->socket, conn->buffer, *rp);
+      const unsigned status = ec ? 0 : rp->get().result_int();
+      if (status == 101) ec = asio::error::operation_not_supported;
+      if (ec || status >= 200) break;
+    }
     if (!ec) co_return std::nullopt;
     const bool timeout = watch.upstream_timed_out;  // the watchdog closed it
     if (conn->reused && replayable && attempt == 0 && !timeout && closed_before_answer(ec)) {

@@ -7,19 +7,6 @@
 
 namespace tollgate::net {
 
-/// What the forwarder needs to know about an admitted request.
-struct forward_request {
-  const snapshot& snap;         ///< configuration in force for this request
-  const policy::route& route;   ///< its upstream
-  core::address peer;           ///< the socket peer
-  core::address client;         ///< the address it was charged to
-  std::string_view peer_text;   ///< the socket peer as text
-  bool tls = false;             ///< arrived over TLS
-  bool keep_alive = false;      ///< the client asked to keep the connection
-  unsigned version = 11;        ///< the client's HTTP version
-  policy::client_subjects who;  ///< the client as violation counters know it
-};
-
 /// Records a violation of reason `reason` (an index into the snapshot's violation rules) by
 /// `who` at `now`: counts it, and logs and counts the ban it may cause.
 void record_violation(worker& w, const snapshot& snap, const policy::client_subjects& who,

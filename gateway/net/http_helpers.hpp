@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,10 +17,48 @@
 #include "gateway/net/client_stream.hpp"
 #include "gateway/net/deadline.hpp"
 #include "gateway/net/messages.hpp"
+#include "gateway/net/snapshot.hpp"
+#include "gateway/metrics/counters.hpp"
+#include "gateway/policy/router.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/verdict.hpp"
 
 namespace tollgate::net {
+
+/// The request a connection is serving and what became of it. Kept in the connection's
+/// scratch rather than in its coroutine frame, which lives as long as the connection: an idle
+/// connection holds none of this.
+struct request_in_hand {
+  std::optional<request_parser> parser;  ///< reads the request (fields in the scratch's arena)
+  std::shared_ptr<const snapshot> snap;  ///< the configuration in force when it started
+  unsigned version = 11;                 ///< its HTTP version
+  bool keep_alive = false;               ///< the client asked to keep the connection
+  bool has_host = true;                  ///< it has a Host field (HTTP/1.0 may not)
+  http::status status = http::status::ok;           ///< a local answer's status
+  std::string_view body;                            ///< a local answer's body
+  std::string_view extra_fields;                    ///< a local answer's further header lines
+  const policy::rate_limit_fields* rate = nullptr;  ///< a local answer's rate-limit fields
+  bool keep_open = false;                           ///< a local answer keeps the connection
+  const policy::route* route = nullptr;             ///< where an admitted request goes
+  core::address client;                             ///< the address it was charged to
+  policy::client_subjects who;                      ///< the client as violation counters know it
+  metrics::decision outcome = metrics::decision::allowed;  ///< for the access log
+  std::chrono::steady_clock::time_point started;           ///< for the access log, when on
+};
+
+/// What the forwarder needs to know about an admitted request.
+struct forward_request {
+  const snapshot& snap;         ///< configuration in force for this request
+  const policy::route& route;   ///< its upstream
+  core::address peer;           ///< the socket peer
+  core::address client;         ///< the address it was charged to
+  std::string_view peer_text;   ///< the socket peer as text
+  bool tls = false;             ///< arrived over TLS
+  bool keep_alive = false;      ///< the client asked to keep the connection
+  unsigned version = 11;        ///< the client's HTTP version
+  policy::client_subjects who;  ///< the client as violation counters know it
+  bool host_missing = false;    ///< without a Host field (HTTP/1.0): one is added upstream
+};
 
 /// Buffers a connection uses while it carries a request. A connection that waits for its
 /// next request gives them back to its worker's scratch_pool, so an idle connection holds none.
@@ -33,6 +72,9 @@ struct connection_scratch {
   std::string head;                  ///< the head being sent (upstream or client)
   field_arena arena;                 ///< header fields of the current request and response
   policy::challenge_answer answer;   ///< header lines and body of a 428 or 403
+  std::string problem;               ///< body of a 400, 413 or 431 answered by the gateway
+  request_in_hand request;           ///< the request being served
+  std::optional<forward_request> forwarding;  ///< what forward() is told of it, when admitted
   unsigned status = 0;  ///< status of the response sent for the current request (access log)
 };
 
@@ -51,9 +93,14 @@ class scratch_pool {
     spare_.pop_back();
     return s;
   }
-  /// Takes `s` back (its buffer must be empty).
+  /// Takes `s` back (its buffer must be empty). The request it held is let go, so that a
+  /// spare keeps no configuration alive.
   void give(std::unique_ptr<connection_scratch> s) {
-    if (spare_.size() < max_spare) spare_.push_back(std::move(s));
+    if (spare_.size() >= max_spare) return;
+    s->forwarding.reset();
+    s->request.parser.reset();
+    s->request.snap.reset();
+    spare_.push_back(std::move(s));
   }
 
  private:

@@ -143,18 +143,31 @@ task<error_code> read_request_head(deadline_watch& watch, beast::flat_buffer& bu
   }
 }
 
-/// Why a parsed head cannot be served (RFC 9112 §3.2, §6.3), or "" when it can. Refused heads
-/// get 400 and the connection closes: its framing or its target cannot be trusted.
-std::string_view head_fault(const request_parser& parser) {
+/// Why a parsed head cannot be served (RFC 9112 §3.2, §6.3), or "" when it can; says whether
+/// it has a Host (an HTTP/1.0 request may not). Refused heads get 400 and the connection
+/// closes: their framing or their target cannot be trusted.
+std::string_view head_fault(const request_parser& parser, bool& has_host) {
   const auto& req = parser.get();
-  if (!policy::acceptable_transfer_encoding(
-          req.find(http::field::transfer_encoding) != req.end(), parser.chunked())) {
+  // One pass over the fields by their known names (integers): a lookup by name would compare
+  // strings down the fields' tree, twice.
+  bool transfer_encoding = false;
+  std::size_t hosts = 0;
+  std::string_view host;
+  for (const auto& f : req) {
+    if (f.name() == http::field::host) {
+      ++hosts;
+      host = sv(f.value());
+    } else if (f.name() == http::field::transfer_encoding) {
+      transfer_encoding = true;
+    }
+  }
+  if (!policy::acceptable_transfer_encoding(transfer_encoding, parser.chunked())) {
     return "Transfer-Encoding must end in chunked";
   }
-  const auto [first, last] = req.equal_range(http::field::host);
-  if (first == last) return req.version() >= 11 ? "HTTP/1.1 request without Host" : "";
-  if (std::next(first) != last) return "more than one Host field";
-  if (!policy::valid_host(sv(first->value()))) return "invalid Host";
+  has_host = hosts > 0;
+  if (hosts == 0) return req.version() >= 11 ? "HTTP/1.1 request without Host" : "";
+  if (hosts > 1) return "more than one Host field";
+  if (!policy::valid_host(host)) return "invalid Host";
   return "";
 }
 
@@ -303,100 +316,97 @@ plan decide_request(worker& w, const snapshot& snap, const policy::category_limi
   return counted(out);
 }
 
-/// What a connection knows of itself for every request it carries.
-struct connection_facts {
-  core::address peer;          ///< the client (socket peer, or from the PROXY header)
-  std::string_view peer_text;  ///< the same as text, made once
-  const listener_info& listener;
+/// What serve() does with a request whose head was read (or could not be).
+enum class next_step {
+  close,   ///< the connection ended: nothing to answer
+  answer,  ///< a local answer (request.status, body, ...), then close unless keep_open
+  forward  ///< admitted: to the upstream of request.route
 };
 
-/// Reads, decides and answers (or forwards) one request whose first bytes are in `sc`;
-/// returns whether the connection stays open for another. A coroutine of its own, so that its
-/// frame (the parser, the decision, the answer) exists only while a request is in hand and an
-/// idle connection keeps only the small frame of serve().
-task<bool> serve_request(worker& w, deadline_watch& watch, connection_scratch& sc,
-                         const connection_facts& c) {
-  // The snapshot in force when this request starts serves the whole request.
-  const std::shared_ptr<const snapshot> snap = w.current;
-  const auto& limits = snap->config.limits;
-  // A fresh parser per message; the fields of the previous request and response are gone.
+/// Starts the request in hand: a fresh parser under the configuration in force now (which
+/// serves the whole request); the fields of the previous request and response are gone.
+void begin_request(worker& w, connection_scratch& sc) {
+  request_in_hand& r = sc.request;
+  r.parser.reset();
   sc.arena.reset();
-  auto parser = std::make_from_tuple<request_parser>(on_arena(sc.arena));
-  parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
-  parser.body_limit(limits.max_request_body);
-  // Usually the whole head came with the first read: parsed without another await.
-  std::uint64_t head_bytes = 0;
-  error_code rec;
-  if (!parse_head_buffered(parser, sc.buffer, head_bytes, limits.max_header_bytes, rec) && !rec) {
-    rec = co_await read_request_head(watch, sc.buffer, parser, head_bytes, limits.max_header_bytes,
-                                     duration_of(limits.header_timeout));
-  }
+  r.route = nullptr;
+  r.snap = w.current;
+  const auto& limits = r.snap->config.limits;
+  std::apply([&](auto&&... a) { r.parser.emplace(a...); }, on_arena(sc.arena));
+  r.parser->header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+  r.parser->body_limit(limits.max_request_body);
+}
+
+/// A local answer that closes the connection: 400, 413 or 431 with `body`.
+next_step refuse_head(request_in_hand& r, connection_scratch& sc, http::status status,
+                      std::string body) {
+  sc.problem = std::move(body);
+  r.status = status;
+  r.body = sc.problem;
+  r.extra_fields = {};
+  r.rate = nullptr;
+  r.keep_open = false;
+  return next_step::answer;
+}
+
+/// Decides the request whose head reading ended with `rec`: the head's own faults, then the
+/// route, the client and DESIGN §5's decision. Counts the request.
+next_step plan_request(worker& w, connection_scratch& sc, const core::address& peer,
+                       const error_code& rec) {
+  request_in_hand& r = sc.request;
   if (rec) {
-    if (is_ending(rec)) co_return false;
-    // Named before the co_await (GCC 12 mishandles temporaries in co_await arguments).
+    if (is_ending(rec)) return next_step::close;
+    r.version = 11;
     http::status status;
-    const std::string body = bad_head_answer(rec, status);
-    co_await write_local(watch, sc, 11, status, body, nullptr, false,
-                         duration_of(limits.body_timeout));
-    co_return false;
+    std::string body = bad_head_answer(rec, status);
+    return refuse_head(r, sc, status, std::move(body));
   }
-  const worker_count busy(w.in_flight);  // graceful stop waits for these
-  const bool access_log = snap->config.logging.access_log;
-  const auto started =
-      access_log ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  auto& req = parser.get();
-  const bool keep_alive = req.keep_alive();
-  const unsigned version = req.version();
-  if (const std::string_view fault = head_fault(parser); !fault.empty()) {
-    const std::string body = problem_body(400, "Bad Request", fault);
-    co_await write_local(watch, sc, version, http::status::bad_request, body, nullptr, false,
-                         duration_of(limits.body_timeout));
-    co_return false;
+  const snapshot& snap = *r.snap;
+  const auto& req = r.parser->get();
+  r.keep_alive = req.keep_alive();
+  r.version = req.version();
+  if (snap.config.logging.access_log) r.started = std::chrono::steady_clock::now();
+  if (const std::string_view fault = head_fault(*r.parser, r.has_host); !fault.empty()) {
+    return refuse_head(r, sc, http::status::bad_request, problem_body(400, "Bad Request", fault));
   }
   if (!policy::normalize_path(sv(req.target()), sc.path)) {
-    std::string body = problem_body(400, "Bad Request", "malformed request target");
-    co_await write_local(watch, sc, version, http::status::bad_request, body, nullptr, false,
-                         duration_of(limits.body_timeout));
-    co_return false;
+    return refuse_head(r, sc, http::status::bad_request,
+                       problem_body(400, "Bad Request", "malformed request target"));
   }
-
-  const policy::route& route =
-      snap->router.match({sv(req.method_string()), sc.path, &header_of, &req.base()});
-  const core::address client_addr =
-      client_address_of(req.base(), c.peer, snap->config.trusted_proxies);
-
-  const auto& category = *route.category;
+  r.route = &snap.router.match({sv(req.method_string()), sc.path, &header_of, &req.base()});
+  r.client = client_address_of(req.base(), peer, snap.config.trusted_proxies);
+  const auto& category = *r.route->category;
   const std::string_view identity = category.identity_header.empty()
                                         ? std::string_view()
                                         : header_of(&req.base(), category.identity_header);
-  const auto who = policy::subjects_of(client_addr, snap->policy.prefixes());
+  r.who = policy::subjects_of(r.client, snap.policy.prefixes());
   // A category without proof of work has no use for a proof (it is still removed upstream).
   const bool pow_category = category.pow.enabled || category.pow.on_limit;
   const auto solution = pow_category ? sv(req[pow_solution_field]) : std::string_view();
-  const plan pl = decide_request(w, *snap, category, client_addr, who, identity, solution, sc);
-  w.counters.requests[snap->metric_of(category)][static_cast<std::size_t>(pl.outcome)].add();
+  const plan pl = decide_request(w, snap, category, r.client, r.who, identity, solution, sc);
+  r.outcome = pl.outcome;
+  w.counters.requests[snap.metric_of(category)][static_cast<std::size_t>(pl.outcome)].add();
+  if (pl.forward) return next_step::forward;
+  r.status = pl.status;
+  r.body = pl.body;
+  r.extra_fields = pl.extra_fields;
+  r.rate = pl.rate;
+  // The body, if any, is not read: close afterwards rather than parse what we refuse.
+  r.keep_open = r.keep_alive && r.parser->is_done();
+  return next_step::answer;
+}
 
-  bool stay = false;
-  if (!pl.forward) {
-    // The body, if any, is not read: close afterwards rather than parse what we refuse.
-    stay = co_await write_local(watch, sc, version, pl.status, pl.body, pl.rate,
-                                keep_alive && parser.is_done(), duration_of(limits.body_timeout),
-                                pl.extra_fields);
-  } else {
-    const forward_request fr{*snap,   route,      c.peer,    client_addr, c.peer_text,
-                             c.listener.tls,   keep_alive, version, who};
-    stay = co_await forward(w, fr, watch, sc.buffer, parser, sc);
-  }
-  if (access_log) {
-    // Formatted only when asked for: nothing is built per request otherwise.
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
-            .count();
-    spdlog::info("access {} \"{} {} HTTP/{}.{}\" {} category={} decision={} {:.3f}ms",
-                 client_addr.to_string(), sv(req.method_string()), sv(req.target()), version / 10,
-                 version % 10, sc.status, category.name, metrics::decision_name(pl.outcome), ms);
-  }
-  co_return stay;
+/// One access log line for the request in hand (only when the access log is on: nothing is
+/// formatted per request otherwise).
+void log_access(const connection_scratch& sc) {
+  const request_in_hand& r = sc.request;
+  const auto& req = r.parser->get();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r.started)
+          .count();
+  spdlog::info("access {} \"{} {} HTTP/{}.{}\" {} category={} decision={} {:.3f}ms",
+               r.client.to_string(), sv(req.method_string()), sv(req.target()), r.version / 10,
+               r.version % 10, sc.status, r.route->category->name, metrics::decision_name(r.outcome), ms);
 }
 
 /// The request loop of one connection; `watch` bounds every phase.
@@ -447,12 +457,42 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     }
   }
   const std::string peer_text = peer.to_string();  // made once for the connection
-  const connection_facts facts{peer, peer_text, l};
+  // The request in hand lives in the scratch, not in this frame, which every idle connection
+  // keeps (and a coroutine per request would cost a frame allocation per request).
   for (bool first = true;; first = false) {
-    const auto& limits = w.current->config.limits;
-    const auto idle = duration_of(first ? limits.header_timeout : limits.keepalive_timeout);
+    const auto& idle_limits = w.current->config.limits;
+    const auto idle =
+        duration_of(first ? idle_limits.header_timeout : idle_limits.keepalive_timeout);
     if (!co_await await_request(w, watch, sc, idle, !first)) co_return;
-    if (!co_await serve_request(w, watch, *sc, facts)) {
+    begin_request(w, *sc);
+    request_in_hand& r = sc->request;
+    const auto& limits = r.snap->config.limits;
+    // Usually the whole head came with the first read: parsed without another await.
+    std::uint64_t head_bytes = 0;
+    error_code rec;
+    if (!parse_head_buffered(*r.parser, sc->buffer, head_bytes, limits.max_header_bytes, rec) &&
+        !rec) {
+      rec = co_await read_request_head(watch, sc->buffer, *r.parser, head_bytes,
+                                       limits.max_header_bytes, duration_of(limits.header_timeout));
+    }
+    const worker_count busy(w.in_flight);  // graceful stop waits for these
+    bool stay = false;
+    switch (plan_request(w, *sc, peer, rec)) {
+      case next_step::close:
+        co_return;
+      case next_step::answer:
+        stay = co_await write_local(watch, *sc, r.version, r.status, r.body, r.rate, r.keep_open,
+                                    duration_of(limits.body_timeout), r.extra_fields);
+        break;
+      case next_step::forward:
+        sc->forwarding.emplace(*r.snap, *r.route, peer, r.client, peer_text, l.tls, r.keep_alive,
+                               r.version, r.who, !r.has_host);
+        stay = co_await forward(w, *sc->forwarding, watch, sc->buffer, *r.parser, *sc);
+        break;
+    }
+    // Heads refused before a route was chosen are not logged (their bytes are not trusted).
+    if (r.snap->config.logging.access_log && r.route != nullptr) log_access(*sc);
+    if (!stay) {
       client.shutdown(tcp::socket::shutdown_send, ec);
       co_return;
     }
