@@ -388,3 +388,31 @@ TEST_CASE("at max_connections an idle keep-alive connection makes room for a new
   CHECK(metric(gw, "tollgate_connections_refused_total{listener=\"public\",reason=\"max_"
                    "connections\"}") >= 1);
 }
+
+TEST_CASE("behind the PROXY protocol the cap counts the client the header names",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream unused([](int, int) {});
+  std::string yaml =
+      gateway_yaml(unused.port, "header_timeout: 5s, max_connections_per_address: 2");
+  yaml.replace(yaml.find("port: 0 }]"), 10, "port: 0, proxy_protocol: true }]");
+  gateway gw(yaml, policy_yaml, echo.port);
+  auto proxied = [](const char* client) {
+    return std::string("PROXY TCP4 ") + client + " 127.0.0.1 40000 80\r\n";
+  };
+  // Every connection comes from the balancer (127.0.0.1); two of them carry 203.0.113.7.
+  std::vector<std::unique_ptr<raw_client>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<raw_client>(gw.port));
+    held.back()->send(proxied("203.0.113.7") + "GET / HTTP/1.1\r\n");
+  }
+  std::this_thread::sleep_for(100ms);
+  raw_client third(gw.port);
+  third.send(proxied("203.0.113.7") + get("/third"));
+  CHECK(third.closed_within(2s));
+  raw_client other(gw.port);
+  other.send(proxied("198.51.100.4") + get("/other"));
+  const auto r = other.read_response();
+  CHECK(r.status == 200);
+  CHECK(r.body.find(R"(["X-Real-IP","198.51.100.4"])") != std::string::npos);
+}
