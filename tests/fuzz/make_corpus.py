@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets, tests/fuzz/corpus/<target>/, from inputs the
+unit tests use (tests/unit/test_*.cpp) and the shipped configuration. Run from anywhere:
+`python3 tests/fuzz/make_corpus.py`; it replaces the seed files it writes and nothing else."""
+
+import base64
+import hashlib
+import hmac
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def write(target, name, data):
+    folder = os.path.join(HERE, "corpus", target)
+    os.makedirs(folder, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("latin-1")
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data)
+
+
+def router():
+    # target, method, Upgrade, then rules "<kind><options><method><pattern>[\t<Upgrade>]".
+    default_routes = [
+        "=7P/api/auth/login", "=7P/api/profile/register", "=7P/api/auth/password",
+        "^0-/api/inbox", "=0-/ws/bus\twebsocket", "^0-/ws/crdt/\twebsocket",
+        "^0-/ws/rtdb/\twebsocket",
+    ]
+    seeds = {
+        "login": ["/api/auth/login", "POST", ""] + default_routes,
+        "login_spelled": ["//api/./auth/login?next=/", "POST", ""] + default_routes,
+        "login_escaped": ["/api/auth%2flogin", "POST", ""] + default_routes,
+        "login_params": ["/API/auth/login;jsessionid=1/", "POST", ""] + default_routes,
+        "dotdot_params": ["/a/..;/api/auth/login", "POST", ""] + default_routes,
+        "websocket": ["/ws/rtdb/x", "GET", "h2c, websocket"] + default_routes,
+        "inboxes": ["/api/inboxes", "PUT", ""] + default_routes,
+        "absolute": ["http://example.com/api/inbox?q", "GET", ""] + default_routes,
+        "globs": ["/api/users/7/info", "GET", "", "~0-/api/*/info", "~0-/api/**/info",
+                  "~1-/api/files/**", "~2-/img/*.PNG", "~0-/**/*.png", "~0-/a/**/b/**/c"],
+        "glob_case": ["/IMG/cat.png", "GET", "", "~2-/img/*.png", "~3-/img/**"],
+        "glob_slash": ["/api/files/", "GET", "", "~1-/api/files/**", "=1-/api/files"],
+        "escapes": ["/api/%61uth/%2e%2e/x/..", "GET", "", "^1-/api/", "~0-/*"],
+        "bad_escape": ["/a%00b", "GET", "", "=0-/a"],
+        "above_root": ["/a/../../b", "GET", "", "=0-/b"],
+        "hostile": ["/" + "a" * 200, "GET", "", "~0-/*a*a*a*a*a*a*a*b", "~0-/**/a/**/a/**/b"],
+    }
+    for name, lines in seeds.items():
+        write("fuzz_router", name, "\n".join(lines))
+
+
+def proxy_header():
+    def v2(command, family, body):
+        return (b"\r\n\r\n\0\r\nQUIT\n" + bytes([0x20 | command, family]) +
+                struct.pack(">H", len(body)) + body)
+
+    v4 = bytes([203, 0, 113, 7, 192, 0, 2, 1, 0xc8, 0x22, 1, 0xbb])
+    six = bytes([0x20, 0x01, 0x0d, 0xb8] + [0] * 11 + [5]) + bytes(16) + bytes([0, 1, 0, 2])
+    tlv = bytes([203, 0, 113, 8, 192, 0, 2, 1, 0, 1, 0, 2, 0x04, 0, 2]) + b"hi"
+    seeds = {
+        "v1_tcp4": b"PROXY TCP4 203.0.113.7 192.0.2.1 51234 443\r\nGET / HTTP/1.1\r\n",
+        "v1_tcp6": b"PROXY TCP6 2001:db8::5 2001:db8::1 1 65535\r\n",
+        "v1_unknown": b"PROXY UNKNOWN ffff::1 ffff::2 1 2\r\n",
+        "v1_partial": b"PROXY TCP4 203.0.113.7 192.0.2.1 5",
+        "v1_mismatch": b"PROXY TCP4 2001:db8::1 1.2.3.5 1 2\r\n",
+        "v1_leading_zero": b"PROXY TCP4 1.2.3.4 1.2.3.5 01 2\r\n",
+        "v1_long": b"PROXY TCP4 " + b"1" * 120,
+        "v2_inet": v2(1, 0x11, v4) + b"GET /",
+        "v2_inet6": v2(1, 0x21, six),
+        "v2_tlv": v2(1, 0x11, tlv),
+        "v2_local": v2(0, 0x00, b""),
+        "v2_unix": v2(1, 0x31, bytes(216)),
+        "v2_short": v2(1, 0x11, bytes([1, 2, 3])),
+        "v2_bad_family": v2(1, 0x41, b"\1" * 12),
+        "http": b"GET / HTTP/1.1\r\n\r\n",
+    }
+    for name, data in seeds.items():
+        write("fuzz_proxy_header", name, data)
+
+
+def client_address():
+    # peer, trusted CIDRs, then X-Forwarded-For field values.
+    seeds = {
+        "walk": "10.0.0.2\n10.0.0.0/8\n1.1.1.1, 203.0.113.1, 10.0.0.9",
+        "fields": "10.0.0.2\n10.0.0.0/8\n1.1.1.1\n203.0.113.1, 10.0.0.9",
+        "garbage": "10.0.0.2\n10.0.0.0/8\n203.0.113.1, nonsense, 10.0.0.9",
+        "untrusted": "198.51.100.7\n10.0.0.0/8\n203.0.113.1",
+        "all_trusted": "10.0.0.2\n10.0.0.0/8\n10.1.1.1, 10.0.0.9",
+        "v6": "::1\n::1/128 2001:db8::/32\n 2001:db8::5 ",
+        "mapped": "::ffff:10.0.0.2\n::ffff:10.0.0.0/104\n192.0.2.1",
+        "forms": "2001:DB8:0:0:1::1\n::FFFF:c633:6407 64:ff9b::198.51.100.7/96 ::198.51.100.7\n"
+                 "fe80::1%eth0, [::1], 1.2.3.4:80, 01.2.3.4, 10.1.2.3/8",
+        "empty_items": "10.0.0.2\n0.0.0.0/0 ::/0\n\n,\n 1.2.3.4 ,",
+    }
+    for name, text in seeds.items():
+        write("fuzz_client_address", name, text)
+
+
+def challenge():
+    # As fuzz_challenge.cpp checks them: signed under its secret, for its client and "auth".
+    secret = b"tollgate fuzz secret"
+    now, client = 1_700_000_000, 0x0123456789abcdef
+
+    def fnv1a(name):
+        h = 2166136261
+        for c in name.encode():
+            h = ((h ^ c) * 16777619) & 0xffffffff
+        return h
+
+    def issue(expires, bits, category, who, random=bytes(range(16))):
+        signed = (bytes([1]) + random + struct.pack(">qBIQ", expires, bits, category, who))
+        raw = signed + hmac.new(secret, signed, hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    def solve(ch, bits):
+        n = 0
+        while True:
+            proof = f"{ch}:{n}"
+            d = int.from_bytes(hashlib.sha256(proof.encode()).digest(), "big")
+            if 256 - d.bit_length() >= bits:
+                return proof
+            n += 1
+
+    auth = fnv1a("auth")
+    good = issue(now + 60, 4, auth, client)
+    seeds = {
+        "valid": solve(good, 4),
+        "unsolved": good + ":x",
+        "expired": solve(issue(now - 1, 4, auth, client), 4),
+        "wrong_client": solve(issue(now + 60, 4, auth, client + 1), 4),
+        "wrong_category": solve(issue(now + 60, 4, fnv1a("general"), client), 4),
+        "too_easy": solve(issue(now + 60, 1, auth, client), 1),
+        "tampered": good[:30] + ("B" if good[30] == "A" else "A") + good[31:] + ":1",
+        "no_nonce": good + ":",
+        "bad_nonce": good + ":a b",
+        "all_a": "A" * 94 + ":1",
+        "base64": "AAECAwQFBgcICQoLDA0ODw",
+        "empty": "",
+    }
+    for name, text in seeds.items():
+        write("fuzz_challenge", name, text)
+
+
+def config():
+    with open(os.path.join(ROOT, "config", "gateway.yaml")) as f:
+        gateway = f.read()
+    # fuzz_config writes a valid policy.yaml next to the input.
+    gateway = "\n".join("policies: [policy.yaml]" if line.startswith("policies:") else line
+                        for line in gateway.splitlines()) + "\n"
+    with open(os.path.join(ROOT, "policies", "default.yaml")) as f:
+        policy = f.read()
+    minimal = ("listeners: [{ name: public, address: 0.0.0.0, port: 8080 }]\n"
+               "upstreams: { app: { endpoints: ['127.0.0.1:9000'] } }\n"
+               "default_route: { category: general, upstream: app }\n"
+               "policies: [policy.yaml]\n")
+    seeds = {
+        "gateway": gateway,
+        "policy": policy,
+        "minimal": minimal,
+        "options": minimal + (
+            "workers: 3\n"
+            "trusted_proxies: [10.0.0.0/8, '2001:db8::/32']\n"
+            "routes:\n"
+            "  - { match: { path_glob: '/api/files/**', case_insensitive: true }, category: auth,"
+            " upstream: app }\n"
+            "  - { match: { path: /a, ignore_trailing_slash: true }, category: auth,"
+            " upstream: app }\n"
+            "store: { type: redis, address: '[::1]:6379', timeout: 5ms, fail_mode: closed,"
+            " capacity: { keyed: 7 } }\n"
+            "logging: { level: debug, access_log: true }\n"),
+        "duplicate_key": minimal + "workers: 1\nworkers: 2\n",
+        "self_policy": minimal.replace("policy.yaml", "input.yaml"),
+        # As tests/unit/test_config_files.cpp: a folder, a missing file among the policies.
+        "policy_folder": minimal.replace("[policy.yaml]", "[policy.yaml, folder.yaml]"),
+        "policy_missing": minimal.replace("[policy.yaml]", "[policy.yaml, missing.yaml]"),
+        "policy_parent": minimal.replace("[policy.yaml]", "[..]"),
+        "anchors": "a: &x { b: *x }\n",
+        "small_policy": "categories:\n  general: {}\n  auth: { cost: 2 }\n",
+    }
+    for name, text in seeds.items():
+        write("fuzz_config", name, text)
+
+
+def http_heads():
+    # flags, a count of segment sizes, the sizes (each + 1), then the message.
+    def seed(flags, sizes, message):
+        return bytes([flags, len(sizes)]) + bytes(s - 1 for s in sizes) + message
+
+    get = b"GET /api/inbox?x=1 HTTP/1.1\r\nHost: example.com\r\nX-Forwarded-For: 1.1.1.1\r\n\r\n"
+    post = (b"POST /api/auth/login HTTP/1.1\r\nHost: example.com\r\nContent-Length: 5\r\n"
+            b"Connection: keep-alive, X-Drop\r\nX-Drop: 1\r\nExpect: 100-continue\r\n\r\nhello")
+    chunked = (b"PUT /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"5\r\nhello\r\n0\r\n\r\n")
+    old = b"GET / HTTP/1.0\r\nUser-Agent: x\r\n\r\n"
+    upgrade = (b"GET /ws/bus HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               b"X-PoW-Solution: abc:1\r\n\r\n")
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Tollgate-Violation: failed_auth\r\n\r\nhello"
+    chunked_ok = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+    close = b"HTTP/1.0 200 OK\r\nServer: x\r\n\r\nbody until close"
+    seeds = {
+        "get": seed(0, [], get),
+        "get_bytewise": seed(0, [1], get),
+        "post": seed(0, [7, 13], post),
+        "chunked": seed(0, [30, 1], chunked),
+        "http10": seed(0, [], old),
+        "upgrade": seed(0, [2], upgrade),
+        "response": seed(1 | 8 | 16, [], ok),
+        "response_bytewise": seed(1, [1], ok),
+        "response_chunked": seed(1 | 8, [5, 40], chunked_ok),
+        "response_to_head": seed(1 | 2 | 8, [], ok),
+        "response_http10_client": seed(1 | 4 | 8 | 16 | 32, [], chunked_ok),
+        "response_close": seed(1 | 8, [3], close),
+        "no_content": seed(1 | 8, [], b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"),
+        "not_modified": seed(1, [], b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n"),
+        "no_reason": seed(1 | 8, [], b"HTTP/1.1 429 \r\nRetry-After: 1\r\n\r\n"),
+        "interim": seed(1, [], b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n"),
+    }
+    for name, data in seeds.items():
+        write("fuzz_http_heads", name, data)
+
+
+if __name__ == "__main__":
+    router()
+    proxy_header()
+    client_address()
+    challenge()
+    config()
+    http_heads()
