@@ -21,11 +21,13 @@ core::address client_address(const core::address& peer, std::span<const std::str
   if (!is_trusted(current, trusted)) return current;
   for (auto field = forwarded.rbegin(); field != forwarded.rend(); ++field) {
     std::string_view list = *field;
-    while (!list.empty()) {
+    // Fields make one list: ["a", ",b"] and ["a", "", "b"] are "a,,b", whose empty element
+    // is garbage like any other, so every element counts, a field's first and empty ones too.
+    for (bool more = true; more;) {
       const auto comma = list.rfind(',');
-      const std::string_view item =
-          core::trim(comma == std::string_view::npos ? list : list.substr(comma + 1));
-      list = comma == std::string_view::npos ? std::string_view() : list.substr(0, comma);
+      more = comma != std::string_view::npos;
+      const std::string_view item = core::trim(more ? list.substr(comma + 1) : list);
+      if (more) list = list.substr(0, comma);
       const auto hop = core::address::parse(item);
       if (!hop) return current;  // garbage: believe nothing further left
       current = *hop;

@@ -33,6 +33,11 @@ TEST_CASE("X-Forwarded-For is believed only from trusted proxies", "[client]") {
   // Garbage stops the walk at the last trusted hop.
   CHECK(decide("10.0.0.2", {"203.0.113.1, nonsense, 10.0.0.9"}, {"10.0.0.0/8"}) == "10.0.0.9");
   CHECK(decide("10.0.0.2", {"unknown"}, {"10.0.0.0/8"}) == "10.0.0.2");
+  // Several fields are one list, so an empty element is garbage wherever it is (found by
+  // fuzzing: fields ["a", ",b"] and ["a", "", "b"] walked on to a; the list "a,,b" stops at b).
+  CHECK(decide("10.0.0.2", {"203.0.113.1,, 10.0.0.9"}, {"10.0.0.0/8"}) == "10.0.0.9");
+  CHECK(decide("10.0.0.2", {"203.0.113.1", ", 10.0.0.9"}, {"10.0.0.0/8"}) == "10.0.0.9");
+  CHECK(decide("10.0.0.2", {"203.0.113.1", "", "10.0.0.9"}, {"10.0.0.0/8"}) == "10.0.0.9");
   // IPv6 and mapped addresses.
   CHECK(decide("::1", {" 2001:db8::5 "}, {"::1/128"}) == "2001:db8::5");
   CHECK(decide("::ffff:10.0.0.2", {"192.0.2.1"}, {"10.0.0.0/8"}) == "192.0.2.1");
