@@ -1,6 +1,7 @@
 #include "gateway/net/heads.hpp"
 
 #include <array>
+#include <charconv>
 #include <cstring>
 
 #include "gateway/core/text.hpp"
@@ -76,6 +77,14 @@ bool is_rate_limit_field(std::string_view name) noexcept {
          core::iequals(name, "ratelimit-policy") || core::iequals(name, "ratelimit");
 }
 
+/// A Content-Length as it was received: all 64 bits of it (a signed conversion would write
+/// a length past 2^63 as a negative number, which no client parses; found by fuzz_http_heads).
+void append_length(std::string& out, std::uint64_t length) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, length);
+  out.append(buf, r.ptr);
+}
+
 }  // namespace
 
 void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields& fields) {
@@ -109,7 +118,7 @@ void render_upstream_head(std::string& out, const request_parser& parser,
     out += "Transfer-Encoding: chunked\r\n";
   } else if (const auto length = parser.content_length()) {
     out += "Content-Length: ";
-    core::append_decimal(out, static_cast<std::int64_t>(*length));
+    append_length(out, *length);
     out += "\r\n";
   }
   out += "\r\n";
@@ -138,12 +147,12 @@ client_framing render_client_head(std::string& out, const response_parser& parse
     // No body follows; a HEAD answer keeps the length the GET would have had.
     if (const auto length = parser.content_length(); length && head_request) {
       out += "Content-Length: ";
-      core::append_decimal(out, static_cast<std::int64_t>(*length));
+      append_length(out, *length);
       out += "\r\n";
     }
   } else if (const auto length = parser.content_length(); length && !parser.chunked()) {
     out += "Content-Length: ";
-    core::append_decimal(out, static_cast<std::int64_t>(*length));
+    append_length(out, *length);
     out += "\r\n";
   } else if (version >= 11) {
     framing.chunked = true;  // length unknown: chunked for HTTP/1.1

@@ -54,11 +54,10 @@ struct worker_count {
 /// Thread safety: everything but `io` is touched only from `io`'s thread.
 struct worker {
   explicit worker(shared_state& s) : shared(s) {}
-  /// Run by exactly one thread, and every socket and timer on it is used only from that
-  /// thread (other threads only post), so the reactor needs no locks.
-  asio::io_context io{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
-  upstream_pool pool{io.get_executor()};  ///< this worker's upstream connections
-  shared_state& shared;                   ///< limiter, clock
+  // Members that sessions touch as they end come before `io`: the io_context is destroyed
+  // last, and with it the frames of the sessions still suspended on it (a stop), whose
+  // destructors give back scratch, leave the idle list and count the connection closed.
+  shared_state& shared;  ///< limiter, clock
   /// Open client connections of this worker. Atomic only so that stop() may read it from
   /// another thread; written by this worker alone, so its cache line never bounces.
   std::atomic<std::uint64_t> connections{0};
@@ -71,7 +70,11 @@ struct worker {
   /// the log; every one is counted in the metrics at once).
   std::uint64_t refusals_unlogged = 0;
   std::chrono::steady_clock::time_point refusals_logged;  ///< when they were last logged
-  metrics::worker_counters counters;        ///< written by this worker only
+  metrics::worker_counters counters;                      ///< written by this worker only
+  /// Run by exactly one thread, and every socket and timer on it is used only from that
+  /// thread (other threads only post), so the reactor needs no locks.
+  asio::io_context io{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
+  upstream_pool pool{io.get_executor()};  ///< this worker's upstream connections
   /// The current snapshot through a control block of this worker's own, so that sessions
   /// copying it per request do not contend with other cores on one reference count.
   std::shared_ptr<const snapshot> current;

@@ -416,3 +416,27 @@ TEST_CASE("behind the PROXY protocol the cap counts the client the header names"
   CHECK(r.status == 200);
   CHECK(r.body.find(R"(["X-Real-IP","198.51.100.4"])") != std::string::npos);
 }
+
+TEST_CASE("a Content-Length past 2^63 reaches the client as it was sent",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream up([](int fd, int) {
+    std::string rest;
+    fault_upstream::read_head(fd, rest);
+    fault_upstream::write_all(
+        fd, "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\nthe start");
+  });
+  gateway gw(gateway_yaml(up.port, default_limits), policy_yaml, echo.port);
+  raw_client c(gw.port);
+  c.send(get("/fault/huge"));
+  // Only the head can be read whole: the body ends early when the upstream closes.
+  std::string head;
+  char buf[4096];
+  while (head.find("\r\n\r\n") == std::string::npos) {
+    const ssize_t n = ::recv(c.fd(), buf, sizeof buf, 0);
+    if (n <= 0) break;
+    head.append(buf, static_cast<std::size_t>(n));
+  }
+  CHECK(head.find("\r\nContent-Length: 9223372036854775808\r\n") != std::string::npos);
+  CHECK(serving(gw));
+}
