@@ -44,4 +44,16 @@ client_framing render_client_head(std::string& out, const response_parser& parse
                                   bool keep_alive, bool head_request,
                                   const policy::rate_limit_fields& fields);
 
+/// Feeds the bytes already buffered to `parser`, which is reading a request head, counting
+/// them in `head`. Returns whether the head is complete; an error (the limit among them) goes
+/// to `ec`. The head may be `limit` bytes at most: exactly, however the bytes arrive, where
+/// Beast's own check counts only the fields and lets the request line come on top.
+bool parse_head_buffered(request_parser& parser, beast::flat_buffer& buffer, std::uint64_t& head,
+                         std::uint64_t limit, error_code& ec);
+
+/// Why a parsed request head cannot be served (RFC 9112 §3.2, §6.3), or "" when it can; says
+/// whether it has a Host (an HTTP/1.0 request may not). Refused heads get 400 and the
+/// connection closes: their framing or their target cannot be trusted.
+std::string_view head_fault(const request_parser& parser, bool& has_host);
+
 }  // namespace tollgate::net

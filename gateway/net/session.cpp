@@ -5,11 +5,11 @@
 
 #include "gateway/net/deadline.hpp"
 #include "gateway/net/forward.hpp"
+#include "gateway/net/heads.hpp"
 #include "gateway/net/http_helpers.hpp"
 #include "gateway/net/worker.hpp"
 #include "gateway/policy/client_address.hpp"
 #include "gateway/policy/proxy_header.hpp"
-#include "gateway/policy/request_checks.hpp"
 
 namespace tollgate::net {
 
@@ -111,25 +111,6 @@ task<bool> read_proxy_header(deadline_watch& watch, beast::flat_buffer& buffer,
   }
 }
 
-/// Feeds the bytes already buffered to `parser`, which is reading a request head, counting
-/// them in `head`. Returns whether the head is complete; an error (the limit among them) goes
-/// to `ec`. The head may be `limit` bytes at most: exactly, where Beast's own check counts
-/// only the fields and lets the request line come on top.
-bool parse_head_buffered(request_parser& parser, beast::flat_buffer& buffer, std::uint64_t& head,
-                         std::uint64_t limit, error_code& ec) {
-  const std::size_t before = buffer.size();
-  parse_buffered(parser, buffer, ec);
-  head += before - buffer.size();
-  if (ec) return false;
-  if (parser.is_header_done()) {
-    if (head > limit) ec = http::error::header_limit;
-    return !ec;
-  }
-  // The head is not complete, so every byte still buffered belongs to it.
-  if (head + buffer.size() > limit) ec = http::error::header_limit;
-  return false;
-}
-
 /// Reads the rest of a request head that parse_head_buffered found incomplete, within
 /// `timeout`.
 task<error_code> read_request_head(deadline_watch& watch, beast::flat_buffer& buffer,
@@ -141,34 +122,6 @@ task<error_code> read_request_head(deadline_watch& watch, beast::flat_buffer& bu
     error_code ec;
     if (parse_head_buffered(parser, buffer, head, limit, ec) || ec) co_return ec;
   }
-}
-
-/// Why a parsed head cannot be served (RFC 9112 §3.2, §6.3), or "" when it can; says whether
-/// it has a Host (an HTTP/1.0 request may not). Refused heads get 400 and the connection
-/// closes: their framing or their target cannot be trusted.
-std::string_view head_fault(const request_parser& parser, bool& has_host) {
-  const auto& req = parser.get();
-  // One pass over the fields by their known names (integers): a lookup by name would compare
-  // strings down the fields' tree, twice.
-  bool transfer_encoding = false;
-  std::size_t hosts = 0;
-  std::string_view host;
-  for (const auto& f : req) {
-    if (f.name() == http::field::host) {
-      ++hosts;
-      host = sv(f.value());
-    } else if (f.name() == http::field::transfer_encoding) {
-      transfer_encoding = true;
-    }
-  }
-  if (!policy::acceptable_transfer_encoding(transfer_encoding, parser.chunked())) {
-    return "Transfer-Encoding must end in chunked";
-  }
-  has_host = hosts > 0;
-  if (hosts == 0) return req.version() >= 11 ? "HTTP/1.1 request without Host" : "";
-  if (hosts > 1) return "more than one Host field";
-  if (!policy::valid_host(host)) return "invalid Host";
-  return "";
 }
 
 /// The answer to a request head that could not be read: 431, 413 or 400.

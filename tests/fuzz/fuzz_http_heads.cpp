@@ -111,16 +111,51 @@ void check_field_names(const Fields& in, const Fields& out) {
   }
 }
 
+/// How reading a request head ended.
+enum class head_outcome { ran_out, head, refused };
+
+/// Reads a request head from `message` in reads of `sizes` bytes (none: one read) the way the
+/// session does (parse_head_buffered, its exact limit); `head` gets the head's length.
+head_outcome read_request(request_parser& parser, std::string_view message,
+                          std::span<const std::uint8_t> sizes, std::uint64_t& head) {
+  beast::flat_buffer buffer;
+  std::size_t at = 0, turn = 0;
+  head = 0;
+  while (at < message.size()) {
+    std::size_t n = sizes.empty() ? message.size() : sizes[std::min(turn++, sizes.size() - 1)] + 1u;
+    n = std::min(n, message.size() - at);
+    const auto space = buffer.prepare(n);
+    std::copy_n(message.data() + at, n, static_cast<char*>(space.data()));
+    buffer.commit(n);
+    at += n;
+    error_code ec;
+    if (parse_head_buffered(parser, buffer, head, request_head_limit, ec)) return head_outcome::head;
+    if (ec) return head_outcome::refused;
+  }
+  return head_outcome::ran_out;
+}
+
 void check_request(std::string_view message, std::span<const std::uint8_t> sizes) {
-  field_arena arena, arena2;
+  field_arena arena, arena2, arena3;
   auto parser = std::make_from_tuple<request_parser>(on_arena(arena));
   parser.header_limit(request_head_limit);
   parser.body_limit(request_body_limit);
-  if (!read_head(parser, message, sizes, request_head_limit)) return;
+  std::uint64_t head = 0;
+  const head_outcome outcome = read_request(parser, message, sizes, head);
+  // However the bytes arrive, the same bytes make the same head or the same refusal.
+  auto whole = std::make_from_tuple<request_parser>(on_arena(arena3));
+  whole.header_limit(request_head_limit);
+  whole.body_limit(request_body_limit);
+  std::uint64_t whole_head = 0;
+  const head_outcome whole_outcome = read_request(whole, message, {}, whole_head);
+  require(outcome == whole_outcome, "the head's fate depends on how its bytes arrive");
+  if (outcome != head_outcome::head) return;
+  require(head == whole_head && head <= request_head_limit, "a head past the limit was taken");
+  bool has_host = false;
+  if (!head_fault(parser, has_host).empty()) return;  // refused with 400 before anything else
   const auto& req = parser.get();
-  // forward.cpp gives an HTTP/1.0 request without Host its upstream's first endpoint.
-  const bool has_host = req.find(http::field::host) != req.end();
   std::string out;
+  // forward.cpp gives an HTTP/1.0 request without Host its upstream's first endpoint.
   render_upstream_head(
       out, parser,
       {"203.0.113.9, 198.51.100.7", "http", "203.0.113.9", has_host ? "" : "127.0.0.1:9000"});
@@ -134,6 +169,9 @@ void check_request(std::string_view message, std::span<const std::uint8_t> sizes
   require(again.chunked() == parser.chunked(), "the rendered request changes chunked framing");
   require(again.content_length() == parser.content_length(),
           "the rendered request changes Content-Length");
+  bool back_has_host = false;
+  require(head_fault(again, back_has_host).empty() && back_has_host,
+          "the upstream would refuse the rendered request");
   check_field_names(req.base(), back.base());
 }
 
