@@ -73,7 +73,7 @@ def idle(port, n, pids):
         s = connect(port, source)
         get_one(s, request, i)
         socks.append(s)
-    time.sleep(1.0)  # let the gateway settle (buffers given back, frames freed)
+    time.sleep(2.5)  # idle connections give their buffers back after a second or two
     after = rss_kib(pids)
     print(f"{n} {before} {after} {(after - before) * 1024 / n:.0f}")
     for s in socks:

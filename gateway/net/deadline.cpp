@@ -14,6 +14,14 @@ task<void> watch_deadline(std::shared_ptr<deadline_watch> watch) {
   constexpr auto longest_sleep = std::chrono::seconds(1);
   while (!w.ended) {
     const auto now = clock::now();
+    if (now >= w.release_at) {
+      // An idle connection's read is cancelled (no system call) so that it can wait without
+      // its buffers.
+      w.release_at = clock::time_point::max();
+      w.released = true;
+      error_code ignored;
+      w.client.cancel(ignored);
+    }
     if (now >= w.at) {
       if (w.upstream == nullptr) {
         // A client phase ran out: closing the socket ends the session's pending operation.
@@ -31,8 +39,8 @@ task<void> watch_deadline(std::shared_ptr<deadline_watch> watch) {
     }
     // Coarse time moves in ticks of a few milliseconds: sleep at least one millisecond, so
     // that waiting for the next tick does not spin.
-    w.alarm.expires_after(
-        std::clamp<clock::duration>(w.at - now, std::chrono::milliseconds(1), longest_sleep));
+    w.alarm.expires_after(std::clamp<clock::duration>(std::min(w.at, w.release_at) - now,
+                                                      std::chrono::milliseconds(1), longest_sleep));
     co_await w.alarm.async_wait(use_tuple);
   }
 }

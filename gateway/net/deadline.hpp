@@ -50,6 +50,13 @@ struct deadline_watch {
   }
   /// The upstream connection of the current phase is going away: forget it.
   void drop_upstream() { upstream = nullptr; }
+  /// Within `d` (the watchdog's granularity: up to a second later) the client's pending read
+  /// is cancelled and `released` set, so that an idle connection can give back its buffers;
+  /// nanoseconds::max() takes that back.
+  void release_after(std::chrono::nanoseconds d) {
+    released = false;
+    release_at = d == std::chrono::nanoseconds::max() ? clock::time_point::max() : clock::now() + d;
+  }
   /// The session is over: the watchdog stops without touching the sockets again.
   void end() {
     ended = true;
@@ -63,6 +70,8 @@ struct deadline_watch {
   upstream_connection* upstream = nullptr;          ///< set during upstream phases
   bool upstream_timed_out = false;                  ///< the last upstream phase ran out of time
   bool ended = false;                               ///< the session is over
+  clock::time_point release_at = clock::time_point::max();  ///< see release_after
+  bool released = false;  ///< the watchdog cancelled an idle read at release_at
   /// Links in its worker's list of idle keep-alive connections (idle_connections).
   deadline_watch* idle_prev = nullptr;
   deadline_watch* idle_next = nullptr;  ///< see idle_prev

@@ -2,9 +2,12 @@
 /// Small pieces shared by the session and the forwarder: local answers, header editing,
 /// per-connection scratch space. Internal to net/.
 
+#include <sys/mman.h>
+
 #include <array>
 #include <chrono>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -63,6 +66,16 @@ struct forward_request {
 /// Buffers a connection uses while it carries a request. A connection that waits for its
 /// next request gives them back to its worker's scratch_pool, so an idle connection holds none.
 struct connection_scratch {
+  /// Blocks are mapped from the kernel rather than the heap: pages are resident only once
+  /// touched (a request without a body never touches `body`), and a block freed after a burst
+  /// of connections goes back to the system instead of staying in the heap.
+  static void* operator new(std::size_t n) {
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return p;
+  }
+  static void operator delete(void* p, std::size_t n) noexcept { ::munmap(p, n); }
+
   beast::flat_buffer buffer;         ///< bytes read from the client and not yet parsed
   std::string path;                  ///< normalised path of the current request
   policy::rate_limit_fields fields;  ///< its rate-limit header values
@@ -84,10 +97,16 @@ struct connection_scratch {
 /// Thread safety: none needed; one worker's.
 class scratch_pool {
  public:
-  /// Most scratch blocks kept for reuse (each about 30-45 KiB).
-  static constexpr std::size_t max_spare = 256;
+  /// Most scratch blocks kept for reuse (each about 30-45 KiB). Connections between requests
+  /// mostly keep theirs (await_request), so spares serve new connections only.
+  static constexpr std::size_t max_spare = 16;
+  /// Most blocks in use before waiting connections give theirs back at once (await_request).
+  static constexpr std::size_t max_kept_waiting = 64;
+  /// Blocks taken and not given back.
+  std::size_t in_use() const noexcept { return in_use_; }
   /// A block with an empty buffer: a spare, or a new one.
   std::unique_ptr<connection_scratch> take() {
+    ++in_use_;
     if (spare_.empty()) return std::make_unique<connection_scratch>();
     auto s = std::move(spare_.back());
     spare_.pop_back();
@@ -96,6 +115,7 @@ class scratch_pool {
   /// Takes `s` back (its buffer must be empty). The request it held is let go, so that a
   /// spare keeps no configuration alive.
   void give(std::unique_ptr<connection_scratch> s) {
+    --in_use_;
     if (spare_.size() >= max_spare) return;
     s->forwarding.reset();
     s->request.parser.reset();
@@ -105,6 +125,7 @@ class scratch_pool {
 
  private:
   std::vector<std::unique_ptr<connection_scratch>> spare_;  ///< ready for reuse
+  std::size_t in_use_ = 0;                                  ///< taken, not given back
 };
 
 /// Beast's string view as a standard one.

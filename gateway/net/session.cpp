@@ -32,6 +32,9 @@ bool is_ending(const error_code& ec) noexcept {
          ec == asio::error::operation_aborted;
 }
 
+/// How long a connection waits for its next request with its scratch before giving it back.
+constexpr std::chrono::milliseconds idle_release{1000};
+
 /// Waits for the first bytes of the next request within `idle` and reads them into the
 /// connection's scratch, so that the header timeout bounds the head itself, not the pause
 /// between requests. While nothing has arrived the connection gives its scratch back to the
@@ -54,19 +57,39 @@ task<bool> await_request(worker& w, deadline_watch& watch, std::unique_ptr<conne
     sc->buffer.commit(n);
     co_return true;
   }
-  // A read tried at once costs what Asio's own first attempt would; only when it finds
-  // nothing does the connection wait, without a buffer, for the socket to become readable.
-  // (The try comes first: the reactor is edge-triggered, so bytes that arrived while no
-  // operation waited would not wake a wait started after them.)
-  n = watch.client.read_some(sc->buffer.prepare(4096), ec);
-  if (ec != asio::error::would_block && ec != asio::error::try_again) {
-    if (ec) co_return false;
-    sc->buffer.commit(n);
-    co_return true;
+  if (between) w.idle.push(watch);
+  if (w.scratch.in_use() <= scratch_pool::max_kept_waiting) {
+    // The ordinary read, into the scratch: the next request of a busy connection comes within
+    // microseconds, and this costs no more system calls than Asio's own read (none before
+    // the socket is readable, when the last read drained it). A connection still idle after
+    // `idle_release` is woken by its watchdog (a cancel, no system call) and then waits
+    // without its scratch. Past max_kept_waiting blocks in use, a waiting connection
+    // gives it back at once instead (below), so that memory stays bounded whatever the rate
+    // of new connections.
+    watch.release_after(idle_release);
+    std::tie(ec, n) = co_await watch.client.async_read_some(sc->buffer.prepare(4096), use_tuple);
+    const bool released = watch.released;
+    watch.release_after(std::chrono::nanoseconds::max());
+    if (ec != asio::error::operation_aborted || !released || !watch.client.is_open()) {
+      w.idle.erase(watch);
+      if (ec) co_return false;
+      sc->buffer.commit(n);
+      co_return true;
+    }
+  } else {
+    // A read tried at once before the scratch goes back: the request may be here already.
+    n = watch.client.read_some(sc->buffer.prepare(4096), ec);
+    if (ec != asio::error::would_block && ec != asio::error::try_again) {
+      w.idle.erase(watch);
+      if (ec) co_return false;
+      sc->buffer.commit(n);
+      co_return true;
+    }
   }
   w.scratch.give(std::move(sc));
-  if (between) w.idle.push(watch);
   for (;;) {
+    // Asio re-arms the socket for a wait (a system call), so bytes that came in meanwhile
+    // are not missed.
     std::tie(ec) = co_await watch.client.async_wait(tcp::socket::wait_read, use_tuple);
     if (ec) break;
     // Readable: the read completes at once (an awaited one would cost another trip through
