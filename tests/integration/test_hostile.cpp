@@ -440,3 +440,26 @@ TEST_CASE("a Content-Length past 2^63 reaches the client as it was sent",
   CHECK(head.find("\r\nContent-Length: 9223372036854775808\r\n") != std::string::npos);
   CHECK(serving(gw));
 }
+
+TEST_CASE("a keep-alive connection idle past its buffer release is served as before",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream unused([](int, int) {});
+  gateway gw(gateway_yaml(unused.port, default_limits), policy_yaml, echo.port);
+  raw_client c(gw.port);
+  c.send(get("/before"));
+  REQUIRE(c.read_response().status == 200);
+  // Past a second idle the watchdog takes the connection's buffers back (a cancelled read);
+  // the next request must neither be lost nor end the connection.
+  std::this_thread::sleep_for(2500ms);
+  c.send(get("/after-idle"));
+  const auto r = c.read_response();
+  CHECK(r.status == 200);
+  CHECK(r.body.find(R"("target":"/after-idle")") != std::string::npos);
+  // Split across the release as well: a head that starts, pauses past it, and ends.
+  std::this_thread::sleep_for(2500ms);
+  c.send("GET /split HTTP/1.1\r\n");
+  std::this_thread::sleep_for(1500ms);
+  c.send("Host: t\r\n\r\n");
+  CHECK(c.read_response().status == 200);
+}
