@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tollgate under hostile and idle clients (issue 8), nginx beside it where it compares:
 #   1. memory per idle keep-alive connection: N connections each make one request and stay
-#      open; resident memory before and after, per connection (Tollgate and nginx);
+#      open; resident memory before and after, per connection (Tollgate and nginx); then per
+#      connection that sent half a head and stopped (2000 of them);
 #   2. latency of normal clients (wrk from 127.0.0.1) without and with a slowloris attack of
 #      2000 connections from one other address (127.0.0.200) held open with a never-ending
 #      head, Tollgate with its default per-address cap;
@@ -59,6 +60,11 @@ printf '%-10s %12s %12s %14s\n' "" "RSS before" "RSS after" "bytes/conn"
 start_tollgate
 read -r n before after per < <(python3 bench/hostile_clients.py idle "$port" "$idle_n" "$tg")
 printf '%-10s %10s K %10s K %14s\n' tollgate "$before" "$after" "$per"
+stop_tollgate
+start_tollgate
+read -r n before after per < <(python3 bench/hostile_clients.py slowheads "$port" 2000 "$tg")
+printf '%-10s %10s K %10s K %14s   (2000 connections holding half a head)\n' tollgate "$before" \
+  "$after" "$per"
 stop_tollgate
 # nginx: its master and workers.
 ngx_pids=$(pgrep -P "$ngx" | tr '\n' ' ')

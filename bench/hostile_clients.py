@@ -4,6 +4,9 @@
   idle PORT N PIDS...         opens N keep-alive connections (from 127.0.1.x sources, 100 per
                               address), sends one GET on each, reads the answer, and prints the
                               summed RSS of PIDS (KiB) before and after, with N connections held
+  slowheads PORT N PIDS...    opens N connections (127.0.2.x sources, 100 per address) that
+                              each send the start of a head and stop, and prints the summed RSS
+                              of PIDS before and after, with N such connections held
   slowloris PORT N SECONDS    N connections from 127.0.0.200, each sending a never-ending head
                               a byte every few seconds, for SECONDS; reconnects refused ones
   chunkflood PORT N SECONDS   N connections sending endless chunk extensions (half of them)
@@ -80,6 +83,26 @@ def idle(port, n, pids):
         s.close()
 
 
+def slowheads(port, n, pids):
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n + 1024, n + 1024))
+    sources = [f"127.0.2.{1 + i // 100}" for i in range(n)]
+    for source in sorted(set(sources)):  # the limiter's keys first, as in idle()
+        with connect(port, source) as s:
+            get_one(s, b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n", -1)
+    time.sleep(0.5)
+    before = rss_kib(pids)
+    socks = []
+    for source in sources:
+        s = connect(port, source)
+        s.sendall(b"GET /slow HTTP/1.1\r\nHost: bench\r\nX-A: 1")
+        socks.append(s)
+    time.sleep(2.5)
+    after = rss_kib(pids)
+    print(f"{n} {before} {after} {(after - before) * 1024 / n:.0f}")
+    for s in socks:
+        s.close()
+
+
 def slowloris(port, n, seconds):
     resource.setrlimit(resource.RLIMIT_NOFILE, (n + 1024, n + 1024))
     end = time.time() + seconds
@@ -145,6 +168,8 @@ if __name__ == "__main__":
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "idle":
         idle(port, int(sys.argv[3]), [int(p) for p in sys.argv[4:]])
+    elif mode == "slowheads":
+        slowheads(port, int(sys.argv[3]), [int(p) for p in sys.argv[4:]])
     elif mode == "slowloris":
         slowloris(port, int(sys.argv[3]), float(sys.argv[4]))
     elif mode == "chunkflood":

@@ -107,7 +107,9 @@ class scratch_pool {
   /// A block with an empty buffer: a spare, or a new one.
   std::unique_ptr<connection_scratch> take() {
     ++in_use_;
-    if (spare_.empty()) return std::make_unique<connection_scratch>();
+    // Default-initialised, not value-initialised (make_unique would zero all 45 KiB first and
+    // so make every page resident): the relay chunk and the arena are written before read.
+    if (spare_.empty()) return std::unique_ptr<connection_scratch>(new connection_scratch);
     auto s = std::move(spare_.back());
     spare_.pop_back();
     return s;
