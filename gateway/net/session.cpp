@@ -1,4 +1,5 @@
 #include <array>
+#include <cstring>
 #include <span>
 
 #include <spdlog/spdlog.h>
@@ -385,6 +386,62 @@ void log_access(const connection_scratch& sc) {
                r.version % 10, sc.status, r.route->category->name, metrics::decision_name(r.outcome), ms);
 }
 
+/// Appends what the socket has now to `out`, read into a block on the thread's stack (not a
+/// coroutine frame). False when nothing was there; errors other than "would block" in `ec`.
+bool append_available(tcp_socket& s, std::string& out, error_code& ec) {
+  std::array<char, 4096> block;
+  const std::size_t n = s.read_some(asio::buffer(block), ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    ec = {};
+    return false;
+  }
+  if (ec) return false;
+  out.append(block.data(), n);
+  return true;
+}
+
+/// Makes sure the scratch holds a whole request head (or more than `limit` bytes of one, which
+/// the parser then refuses) before the request is parsed. A head that did not come whole with
+/// its first bytes is collected, within `timeout`, in a string sized to what arrived, and the
+/// scratch goes back to the worker meanwhile: a client sending its head slowly holds its bytes,
+/// not a scratch block. False when the connection ended or the head ran out of time.
+task<bool> await_whole_head(worker& w, deadline_watch& watch,
+                            std::unique_ptr<connection_scratch>& sc, std::uint64_t limit,
+                            std::chrono::nanoseconds timeout) {
+  auto view = [](const beast::flat_buffer& b) {
+    return std::string_view(static_cast<const char*>(b.cdata().data()), b.size());
+  };
+  constexpr std::string_view end_of_head = "\r\n\r\n";
+  if (watch.stream.tls() || sc->buffer.size() > limit ||
+      view(sc->buffer).find(end_of_head) != std::string_view::npos) {
+    co_return true;  // TLS reads go through OpenSSL's buffers, which it keeps anyway
+  }
+  std::string partial(view(sc->buffer));
+  // A head already malformed is refused now (the caller parses it again), not when it ends.
+  begin_request(w, *sc);
+  error_code ec;
+  sc->request.parser->put(asio::buffer(partial), ec);
+  if (ec && ec != http::error::need_more) co_return true;
+  sc->buffer.consume(sc->buffer.size());
+  w.scratch.give(std::move(sc));
+  watch.client_for(timeout);
+  for (;;) {
+    std::tie(ec) = co_await watch.client.async_wait(tcp::socket::wait_read, use_tuple);
+    if (ec) co_return false;
+    const std::size_t searched = partial.size() < 3 ? 0 : partial.size() - 3;
+    if (!append_available(watch.client, partial, ec)) {
+      if (ec) co_return false;  // the client left (or reset) mid-head
+      continue;                 // woken for nothing: wait again
+    }
+    if (partial.size() > limit || partial.find(end_of_head, searched) != std::string::npos) break;
+  }
+  sc = w.scratch.take();
+  const auto space = sc->buffer.prepare(partial.size());
+  std::memcpy(space.data(), partial.data(), partial.size());
+  sc->buffer.commit(partial.size());
+  co_return true;
+}
+
 /// The request loop of one connection; `watch` bounds every phase.
 task<void> serve(worker& w, deadline_watch& watch, core::address peer, const listener_info& l,
                  address_slot& slot) {
@@ -440,6 +497,10 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     const auto idle =
         duration_of(first ? idle_limits.header_timeout : idle_limits.keepalive_timeout);
     if (!co_await await_request(w, watch, sc, idle, !first)) co_return;
+    if (!co_await await_whole_head(w, watch, sc, w.current->config.limits.max_header_bytes,
+                                   duration_of(w.current->config.limits.header_timeout))) {
+      co_return;
+    }
     begin_request(w, *sc);
     request_in_hand& r = sc->request;
     const auto& limits = r.snap->config.limits;
