@@ -463,3 +463,32 @@ TEST_CASE("a keep-alive connection idle past its buffer release is served as bef
   c.send("Host: t\r\n\r\n");
   CHECK(c.read_response().status == 200);
 }
+
+TEST_CASE("a head that trickles in is collected whole, and its body follows",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream unused([](int, int) {});
+  gateway gw(gateway_yaml(unused.port, default_limits), policy_yaml, echo.port);
+  raw_client c(gw.port);
+  const std::string head =
+      "POST /trickle HTTP/1.1\r\nHost: t\r\nX-Long: " + std::string(300, 'v') +
+      "\r\nContent-Length: 5\r\n\r\n";
+  // Nine pieces with pauses: each time the gateway finds no end of head and waits (without its
+  // scratch) for the rest; the last piece carries the end of the head and the body.
+  const std::size_t piece = head.size() / 9;
+  std::size_t at = 0;
+  for (; at + piece < head.size(); at += piece) {
+    c.send(head.substr(at, piece));
+    std::this_thread::sleep_for(40ms);
+  }
+  c.send(head.substr(at) + "hello");
+  const auto r = c.read_response();
+  CHECK(r.status == 200);
+  CHECK(r.body.find(R"("target":"/trickle")") != std::string::npos);
+  CHECK(r.body.find(R"("body_bytes":5)") != std::string::npos);
+  CHECK(r.body.find(fnv1a64_hex("hello")) != std::string::npos);
+  // Garbage that can never be a request is refused at once, not when it ends.
+  raw_client bad(gw.port);
+  bad.send("\x01\x02 nonsense");
+  CHECK(bad.read_response(1s).status == 400);
+}
