@@ -6,13 +6,33 @@
 
 namespace tollgate::net {
 
-task<void> watch_deadline(std::shared_ptr<deadline_watch> watch) {
-  using clock = deadline_watch::clock;
+namespace {
+
+using clock = deadline_watch::clock;
+
+/// A deadline may move earlier than the time the timer is armed for (a short header timeout
+/// after a long keep-alive pause); waking at least once a second notices that in time.
+constexpr auto longest_sleep = std::chrono::seconds(1);
+
+void check(std::shared_ptr<deadline_watch> watch);
+
+/// Sleeps until the next thing to check; the timer's handler holds the watch.
+void arm(std::shared_ptr<deadline_watch> watch, clock::time_point now) {
   deadline_watch& w = *watch;
-  // A deadline may move earlier than the time the timer is armed for (a short header timeout
-  // after a long keep-alive pause); waking at least once a second notices that in time.
-  constexpr auto longest_sleep = std::chrono::seconds(1);
-  while (!w.ended) {
+  // Coarse time moves in ticks of a few milliseconds: sleep at least one millisecond, so that
+  // waiting for the next tick does not spin.
+  w.alarm.expires_after(std::clamp<clock::duration>(std::min(w.at, w.release_at) - now,
+                                                    std::chrono::milliseconds(1), longest_sleep));
+  w.alarm.async_wait([watch = std::move(watch)](const error_code&) mutable {
+    check(std::move(watch));
+  });
+}
+
+/// Acts on what has come due, then sleeps again (until the session ends).
+void check(std::shared_ptr<deadline_watch> watch) {
+  deadline_watch& w = *watch;
+  for (;;) {
+    if (w.ended) return;
     const auto now = clock::now();
     if (now >= w.release_at) {
       // An idle connection's read is cancelled (no system call) so that it can wait without
@@ -27,7 +47,7 @@ task<void> watch_deadline(std::shared_ptr<deadline_watch> watch) {
         // A client phase ran out: closing the socket ends the session's pending operation.
         error_code ignored;
         w.client.close(ignored);
-        co_return;
+        return;
       }
       // An upstream phase ran out: only that connection goes; the client gets a 504.
       error_code ignored;
@@ -37,12 +57,15 @@ task<void> watch_deadline(std::shared_ptr<deadline_watch> watch) {
       w.at = clock::time_point::max();
       continue;
     }
-    // Coarse time moves in ticks of a few milliseconds: sleep at least one millisecond, so
-    // that waiting for the next tick does not spin.
-    w.alarm.expires_after(std::clamp<clock::duration>(std::min(w.at, w.release_at) - now,
-                                                      std::chrono::milliseconds(1), longest_sleep));
-    co_await w.alarm.async_wait(use_tuple);
+    arm(std::move(watch), now);
+    return;
   }
+}
+
+}  // namespace
+
+void start_watchdog(std::shared_ptr<deadline_watch> watch) {
+  check(std::move(watch));
 }
 
 }  // namespace tollgate::net

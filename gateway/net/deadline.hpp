@@ -115,9 +115,11 @@ class idle_connections {
   deadline_watch* tail_ = nullptr;  ///< newest
 };
 
-/// Watches `w` until the session ends or a client phase times out. Spawned on its own rather
-/// than joined to the session with a parallel group: a group would connect a cancellation slot
-/// to every operation of the session.
-task<void> watch_deadline(std::shared_ptr<deadline_watch> w);
+/// Watches `w` until the session ends or a client phase times out: a timer whose handler holds
+/// `w` and re-arms itself (the idiom of Asio's cpp20/coroutines/timeout.cpp, as a plain handler:
+/// a coroutine per connection would keep a frame for each idle connection). Beside the
+/// session rather than joined to it with a parallel group, which would connect a cancellation
+/// slot to every operation of the session.
+void start_watchdog(std::shared_ptr<deadline_watch> w);
 
 }  // namespace tollgate::net

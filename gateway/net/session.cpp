@@ -555,13 +555,7 @@ task<void> run_session(worker& w, tcp_socket socket, const listener_info& l, cor
   auto watch = std::make_shared<deadline_watch>(socket, stream);
   // The watchdog closes the socket under the session's pending operation when a client phase
   // runs out; the session ends the watchdog however it ends itself.
-  asio::co_spawn(socket.get_executor(), watch_deadline(watch), [watch](std::exception_ptr e) {
-    if (!e || watch->ended) return;
-    // A bug: without its watchdog the connection has no timeouts, so it goes.
-    spdlog::error("a connection's deadline watchdog failed; closing the connection");
-    error_code ignored;
-    watch->client.close(ignored);
-  });
+  start_watchdog(watch);
   struct end_watch {
     deadline_watch& w;
     ~end_watch() { w.end(); }
