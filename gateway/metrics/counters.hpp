@@ -93,7 +93,7 @@ struct worker_counters {
   std::array<std::array<counter, refusal_count>, max_names> connections_refused;
   /// [listener] idle keep-alive connections closed to make room for new ones
   std::array<counter, max_names> idle_closed;
-  std::array<counter, max_names> pow_challenges;      ///< [category] 428s issued
+  std::array<counter, max_names> pow_challenges;                       ///< [category] 428s issued
   std::array<counter, verification_results.size()> pow_verifications;  ///< [result]
   std::array<counter, max_names> violations;                           ///< [reason]
   counter bans;                                                        ///< bans imposed

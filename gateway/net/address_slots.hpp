@@ -30,10 +30,12 @@ class address_slots {
 
  private:
   struct shard {
-    std::mutex mutex;                                    ///< guards counts
+    std::mutex mutex;                                         ///< guards counts
     std::unordered_map<std::uint64_t, std::uint32_t> counts;  ///< only keys with a slot taken
   };
-  shard& shard_of(std::uint64_t key) noexcept { return shards_[(key * 0x9E3779B97F4A7C15ULL) >> 58]; }
+  shard& shard_of(std::uint64_t key) noexcept {
+    return shards_[(key * 0x9E3779B97F4A7C15ULL) >> 58];
+  }
   std::array<shard, 64> shards_;  ///< by the top bits of a mixed key
 };
 

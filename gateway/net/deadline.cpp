@@ -23,9 +23,8 @@ void arm(std::shared_ptr<deadline_watch> watch, clock::time_point now) {
   // waiting for the next tick does not spin.
   w.alarm.expires_after(std::clamp<clock::duration>(std::min(w.at, w.release_at) - now,
                                                     std::chrono::milliseconds(1), longest_sleep));
-  w.alarm.async_wait([watch = std::move(watch)](const error_code&) mutable {
-    check(std::move(watch));
-  });
+  w.alarm.async_wait(
+      [watch = std::move(watch)](const error_code&) mutable { check(std::move(watch)); });
 }
 
 /// Acts on what has come due, then sleeps again (until the session ends).

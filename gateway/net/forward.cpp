@@ -37,9 +37,8 @@ std::chrono::nanoseconds read_deadline(const relay_bounds& b,
                                        deadline_watch::clock::time_point started,
                                        std::uint64_t received) {
   if (b.min_rate == 0) return b.read_timeout;
-  const auto earned = std::chrono::nanoseconds(static_cast<std::int64_t>(
-      std::min<double>(static_cast<double>(received) * 1e9 / static_cast<double>(b.min_rate),
-                       1e18)));
+  const auto earned = std::chrono::nanoseconds(static_cast<std::int64_t>(std::min<double>(
+      static_cast<double>(received) * 1e9 / static_cast<double>(b.min_rate), 1e18)));
   const auto left = started + b.read_timeout + earned - deadline_watch::clock::now();
   return std::clamp<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0), b.read_timeout);
 }
@@ -156,7 +155,8 @@ void upstream_head(const request_parser& parser, const forward_request& r, conne
     host += ':';
     core::append_decimal(host, endpoint.port);
   }
-  render_upstream_head(sc.head, parser, {sc.forwarded_for, r.tls ? "https" : "http", real_ip, host});
+  render_upstream_head(sc.head, parser,
+                       {sc.forwarded_for, r.tls ? "https" : "http", real_ip, host});
 }
 
 /// Records the violations an upstream response reports: its X-Tollgate-Violation fields and
@@ -284,9 +284,9 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
     }
     // The head goes with the first piece of the body: one system call where two would do.
     bool client_failed = false;
-    error_code ec = co_await relay<true>(watch.stream, client_buffer, parser, conn->socket, sc.head,
-                                         parser.chunked(), sc.body, watch, *conn, bounds,
-                                         client_failed);
+    error_code ec =
+        co_await relay<true>(watch.stream, client_buffer, parser, conn->socket, sc.head,
+                             parser.chunked(), sc.body, watch, *conn, bounds, client_failed);
     if (client_failed) {
       // The upstream saw a truncated body; that connection is beyond saving, and so is the
       // client's, whose framing was not followed to its end.
@@ -371,8 +371,8 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
                             duration_of(r.snap.config.limits.body_timeout), max_response_head, 0};
   bool upstream_failed = false;
   const error_code ec =
-      co_await relay<false>(conn->socket, conn->buffer, *rp, watch.stream, sc.head,
-                            framing.chunked, sc.body, watch, *conn, bounds, upstream_failed);
+      co_await relay<false>(conn->socket, conn->buffer, *rp, watch.stream, sc.head, framing.chunked,
+                            sc.body, watch, *conn, bounds, upstream_failed);
   // Mid-body failures cannot be reported any more: the head is gone. Close.
   if (ec) co_return false;
   // Bytes past the response's end would be read as the next client's response: such a

@@ -16,14 +16,14 @@
 #include <type_traits>
 #include <vector>
 
+#include "gateway/metrics/counters.hpp"
 #include "gateway/net/asio.hpp"
 #include "gateway/net/client_stream.hpp"
 #include "gateway/net/deadline.hpp"
 #include "gateway/net/messages.hpp"
 #include "gateway/net/snapshot.hpp"
-#include "gateway/metrics/counters.hpp"
-#include "gateway/policy/router.hpp"
 #include "gateway/policy/pow_gate.hpp"
+#include "gateway/policy/router.hpp"
 #include "gateway/policy/verdict.hpp"
 
 namespace tollgate::net {
@@ -32,14 +32,14 @@ namespace tollgate::net {
 /// scratch rather than in its coroutine frame, which lives as long as the connection: an idle
 /// connection holds none of this.
 struct request_in_hand {
-  std::optional<request_parser> parser;  ///< reads the request (fields in the scratch's arena)
-  std::shared_ptr<const snapshot> snap;  ///< the configuration in force when it started
-  unsigned version = 11;                 ///< its HTTP version
-  bool keep_alive = false;               ///< the client asked to keep the connection
-  bool has_host = true;                  ///< it has a Host field (HTTP/1.0 may not)
-  http::status status = http::status::ok;           ///< a local answer's status
-  std::string_view body;                            ///< a local answer's body
-  std::string_view extra_fields;                    ///< a local answer's further header lines
+  std::optional<request_parser> parser;    ///< reads the request (fields in the scratch's arena)
+  std::shared_ptr<const snapshot> snap;    ///< the configuration in force when it started
+  unsigned version = 11;                   ///< its HTTP version
+  bool keep_alive = false;                 ///< the client asked to keep the connection
+  bool has_host = true;                    ///< it has a Host field (HTTP/1.0 may not)
+  http::status status = http::status::ok;  ///< a local answer's status
+  std::string_view body;                   ///< a local answer's body
+  std::string_view extra_fields;           ///< a local answer's further header lines
   const policy::rate_limit_fields* rate = nullptr;  ///< a local answer's rate-limit fields
   bool keep_open = false;                           ///< a local answer keeps the connection
   const policy::route* route = nullptr;             ///< where an admitted request goes
@@ -63,8 +63,9 @@ struct forward_request {
   bool host_missing = false;    ///< without a Host field (HTTP/1.0): one is added upstream
 };
 
-/// Buffers a connection uses while it carries a request. A connection that waits for its
-/// next request gives them back to its worker's scratch_pool, so an idle connection holds none.
+/// Buffers a connection uses while it carries a request. A connection that stays idle, or
+/// sends its head slowly, gives them back to its worker's scratch_pool (see await_request and
+/// await_whole_head in session.cpp).
 struct connection_scratch {
   /// Blocks are mapped from the kernel rather than the heap: pages are resident only once
   /// touched (a request without a body never touches `body`), and a block freed after a burst
@@ -91,9 +92,9 @@ struct connection_scratch {
   unsigned status = 0;  ///< status of the response sent for the current request (access log)
 };
 
-/// Scratch space of one worker's connections between their requests: taken when bytes of a
-/// request arrive, given back when the connection waits again, so memory follows requests in
-/// flight rather than open connections. Keeps up to `max_spare` for reuse, frees the rest.
+/// Scratch space of one worker's connections: taken when bytes of a request arrive, given back
+/// when the connection idles or its head trickles, so memory follows requests in hand rather
+/// than open connections. Keeps up to `max_spare` for reuse, frees the rest.
 /// Thread safety: none needed; one worker's.
 class scratch_pool {
  public:

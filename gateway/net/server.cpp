@@ -108,15 +108,15 @@ void refuse(worker& w, tcp_socket& socket, const listener_info& l, metrics::refu
   if (now - w.refusals_logged < std::chrono::seconds(10)) return;
   const auto& limits = w.current->config.limits;
   if (why == metrics::refusal::per_address) {
-    spdlog::warn("listener {}: refused {} connection(s); the last from {}, which has {} open "
-                 "(max_connections_per_address)",
-                 l.name, w.refusals_unlogged, peer.to_string(),
-                 limits.max_connections_per_address);
+    spdlog::warn(
+        "listener {}: refused {} connection(s); the last from {}, which has {} open "
+        "(max_connections_per_address)",
+        l.name, w.refusals_unlogged, peer.to_string(), limits.max_connections_per_address);
   } else {
-    spdlog::warn("listener {}: refused {} connection(s); the last from {}: {} open on this worker "
-                 "and none idle (max_connections {})",
-                 l.name, w.refusals_unlogged, peer.to_string(), w.max_connections,
-                 limits.max_connections);
+    spdlog::warn(
+        "listener {}: refused {} connection(s); the last from {}: {} open on this worker "
+        "and none idle (max_connections {})",
+        l.name, w.refusals_unlogged, peer.to_string(), w.max_connections, limits.max_connections);
   }
   w.refusals_unlogged = 0;
   w.refusals_logged = now;

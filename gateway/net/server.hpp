@@ -41,9 +41,9 @@ class server {
     std::unique_ptr<tcp_acceptor> acceptor;  ///< on its worker's io_context
     std::size_t listener;                    ///< index into infos_
   };
-  metrics::registry& metrics_;                                ///< label tables
-  shared_state& shared_;                                      ///< limiter, clock
-  std::shared_ptr<const snapshot> initial_;                   ///< listeners come from it
+  metrics::registry& metrics_;               ///< label tables
+  shared_state& shared_;                     ///< limiter, clock
+  std::shared_ptr<const snapshot> initial_;  ///< listeners come from it
   /// Open connections per client, across workers; before workers_, whose sessions hold slots
   /// until their io_contexts are destroyed.
   address_slots per_address_;

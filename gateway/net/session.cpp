@@ -38,27 +38,31 @@ constexpr std::chrono::milliseconds idle_release{1000};
 
 /// Waits for the first bytes of the next request within `idle` and reads them into the
 /// connection's scratch, so that the header timeout bounds the head itself, not the pause
-/// between requests. While nothing has arrived the connection gives its scratch back to the
-/// worker and, between requests (`between` true), stands in the worker's idle list, so that
-/// an idle connection costs little memory and is the first closed when the worker is full.
-/// False when the connection ended.
+/// between requests. Between requests (`between` true) the connection stands in the worker's
+/// idle list, the first closed when the worker is full; a connection idle for longer than
+/// `idle_release` (or at once when its worker has many blocks in use) waits without its
+/// scratch. False when the connection ended.
 task<bool> await_request(worker& w, deadline_watch& watch, std::unique_ptr<connection_scratch>& sc,
                          std::chrono::nanoseconds idle, bool between) {
   if (sc->buffer.size() > 0) co_return true;  // pipelined: the next request is already here
   watch.client_for(idle);
+  // In the idle list for as long as this waits, however it ends.
+  struct idle_member {
+    idle_connections& list;
+    deadline_watch& watch;
+    ~idle_member() { list.erase(watch); }
+  } const member{w.idle, watch};
+  if (between) w.idle.push(watch);
   error_code ec;
   std::size_t n = 0;
   if (watch.stream.tls()) {
     // TLS records are read whole by the TLS layer, which keeps its own buffers: the scratch
     // stays with the connection.
-    if (between) w.idle.push(watch);
     std::tie(ec, n) = co_await watch.stream.tls_read_some(sc->buffer.prepare(4096));
-    w.idle.erase(watch);
     if (ec) co_return false;
     sc->buffer.commit(n);
     co_return true;
   }
-  if (between) w.idle.push(watch);
   if (w.scratch.in_use() <= scratch_pool::max_kept_waiting) {
     // The ordinary read, into the scratch: the next request of a busy connection comes within
     // microseconds, and this costs no more system calls than Asio's own read (none before
@@ -72,7 +76,6 @@ task<bool> await_request(worker& w, deadline_watch& watch, std::unique_ptr<conne
     const bool released = watch.released;
     watch.release_after(std::chrono::nanoseconds::max());
     if (ec != asio::error::operation_aborted || !released || !watch.client.is_open()) {
-      w.idle.erase(watch);
       if (ec) co_return false;
       sc->buffer.commit(n);
       co_return true;
@@ -81,7 +84,6 @@ task<bool> await_request(worker& w, deadline_watch& watch, std::unique_ptr<conne
     // A read tried at once before the scratch goes back: the request may be here already.
     n = watch.client.read_some(sc->buffer.prepare(4096), ec);
     if (ec != asio::error::would_block && ec != asio::error::try_again) {
-      w.idle.erase(watch);
       if (ec) co_return false;
       sc->buffer.commit(n);
       co_return true;
@@ -99,7 +101,6 @@ task<bool> await_request(worker& w, deadline_watch& watch, std::unique_ptr<conne
     n = watch.client.read_some(sc->buffer.prepare(4096), ec);
     if (ec != asio::error::would_block && ec != asio::error::try_again) break;
   }
-  w.idle.erase(watch);
   if (ec) co_return false;
   sc->buffer.commit(n);
   co_return true;
@@ -136,10 +137,10 @@ task<bool> read_proxy_header(deadline_watch& watch, beast::flat_buffer& buffer,
 }
 
 /// Reads the rest of a request head that parse_head_buffered found incomplete, within
-/// `timeout`.
+/// `timeout`: on TLS connections, whose heads await_whole_head does not collect.
 task<error_code> read_request_head(deadline_watch& watch, beast::flat_buffer& buffer,
-                                   request_parser& parser, std::uint64_t head,
-                                   std::uint64_t limit, std::chrono::nanoseconds timeout) {
+                                   request_parser& parser, std::uint64_t head, std::uint64_t limit,
+                                   std::chrono::nanoseconds timeout) {
   watch.client_for(timeout);
   for (;;) {
     if (error_code ec = co_await read_more(watch.stream, buffer, parser)) co_return ec;
@@ -383,7 +384,8 @@ void log_access(const connection_scratch& sc) {
           .count();
   spdlog::info("access {} \"{} {} HTTP/{}.{}\" {} category={} decision={} {:.3f}ms",
                r.client.to_string(), sv(req.method_string()), sv(req.target()), r.version / 10,
-               r.version % 10, sc.status, r.route->category->name, metrics::decision_name(r.outcome), ms);
+               r.version % 10, sc.status, r.route->category->name,
+               metrics::decision_name(r.outcome), ms);
 }
 
 /// Appends what the socket has now to `out`, read into a block on the thread's stack (not a
