@@ -1,5 +1,7 @@
 #include "gateway/net/snapshot.hpp"
 
+#include <atomic>
+
 #include <boost/asio/ssl/context.hpp>
 
 #include "gateway/config/error.hpp"
@@ -73,6 +75,8 @@ snapshot::snapshot(config::gateway_config c, limit::scope_registry& scopes, core
       router(config, policy),
       upstream_endpoints(resolve_all(config)),
       tls(make_tls_contexts(config)) {
+  static std::atomic<std::uint64_t> generations{0};
+  generation = generations.fetch_add(1, std::memory_order_relaxed) + 1;
   // Label indices are fixed here, so that counting a request never looks a label up.
   for (const auto& category : policy.categories()) {
     category_metric.push_back(metrics.categories.index(category.name));

@@ -36,6 +36,9 @@ struct snapshot {
   /// Per listener, its TLS context (null: plain). Built with the snapshot, so a reload picks
   /// up renewed certificates for new connections.
   std::vector<std::shared_ptr<asio::ssl::context>> tls;
+  /// Distinct for every snapshot the process builds (1, 2, ...): what caches of per-snapshot
+  /// state compare, since a later snapshot may be allocated at the address of a freed one.
+  std::uint64_t generation = 0;
 
   /// Compiles `c`; resolves every upstream endpoint now (throws config::error when a name
   /// does not resolve).

@@ -1,0 +1,1 @@
+#include "gateway/config/reload_diff.hpp"

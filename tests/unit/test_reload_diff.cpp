@@ -1,0 +1,1 @@
+// Which settings a reload can apply and which need a restart (tests of the comparison).
