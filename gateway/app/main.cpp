@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include "gateway/app/admin_api.hpp"
 #include "gateway/config/error.hpp"
 #include "gateway/config/gateway.hpp"
+#include "gateway/config/reload_diff.hpp"
 #include "gateway/limit/memory_store.hpp"
 #include "gateway/metrics/exposition.hpp"
 #include "gateway/net/admin.hpp"
@@ -109,6 +111,48 @@ int solve(const char* challenge, const char* bits_text) {
                                  std::max(1u, std::thread::hardware_concurrency()))
                           .c_str());
   return 0;
+}
+
+/// What a reload needs of the running process.
+struct reload_context {
+  const std::string& path;                        ///< the gateway file
+  limit::scope_registry& scopes;                  ///< limiter state kept for unchanged limits
+  core::siphash_key identity_key;                 ///< the process's key for identity values
+  metrics::registry& metrics;                     ///< label tables and reload counters
+  policy::pow_state& pow;                         ///< process-wide PoW state
+  net::server& server;                            ///< where the new snapshot goes
+  std::shared_ptr<const net::snapshot>& current;  ///< the snapshot in force; replaced
+};
+
+/// Re-reads the configuration and puts it in force for requests that start afterwards. Each
+/// changed setting that takes effect only at restart is logged by name and keeps its running
+/// value; the rest applies, the logging level included. A file that cannot be used is logged
+/// and counted, and the running configuration stays.
+void reload(const reload_context& r) {
+  try {
+    config::gateway_config loaded = config::load_gateway(r.path);
+    // What could not start cannot be reloaded either: a restart would then fail.
+    if (const auto why = unsupported(loaded); !why.empty()) throw std::runtime_error(why);
+    const auto& running = r.current->config;
+    const auto restart_only = config::restart_only_changes(running, loaded);
+    auto next =
+        std::make_shared<const net::snapshot>(config::keep_restart_only(running, std::move(loaded)),
+                                              r.scopes, r.identity_key, r.metrics, r.pow);
+    for (const auto& key : restart_only) {
+      spdlog::warn("reload: {} changed; takes effect at restart", key);
+    }
+    r.server.publish(next);
+    r.current = std::move(next);
+    r.metrics.reloads_ok.fetch_add(1);
+    spdlog::info("reload: configuration from {} in force", r.path);
+    // spdlog's level is one atomic, read by every logger call: it changes live.
+    spdlog::set_level(spdlog::level::from_str(r.current->config.logging.level));
+  } catch (const std::exception& e) {
+    // config::error is what a bad file gives; catching every std::exception is the last line
+    // of defence: a reload must never end the process that is serving.
+    r.metrics.reloads_failed.fetch_add(1);
+    spdlog::error("reload failed, the running configuration stays: {}", e.what());
+  }
 }
 
 int run(const std::string& path) {
@@ -219,22 +263,7 @@ int run(const std::string& path) {
           control.stop();
           return;
         }
-        try {
-          auto next = std::make_shared<const net::snapshot>(config::load_gateway(path), scopes,
-                                                            identity_key, metrics, pow_state);
-          if (next->config.listeners.size() != current->config.listeners.size()) {
-            spdlog::warn("reload: listener changes take effect at restart");
-          }
-          server.publish(next);
-          current = std::move(next);
-          metrics.reloads_ok.fetch_add(1);
-          spdlog::info("reload: configuration from {} in force", path);
-        } catch (const std::exception& e) {
-          // config::error is what a bad file gives; catching every std::exception is the last
-          // line of defence: a reload must never end the process that is serving.
-          metrics.reloads_failed.fetch_add(1);
-          spdlog::error("reload failed, the running configuration stays: {}", e.what());
-        }
+        reload({path, scopes, identity_key, metrics, pow_state, server, current});
         signals.async_wait(on_signal);
       };
   signals.async_wait(on_signal);

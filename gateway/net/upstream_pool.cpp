@@ -25,21 +25,22 @@ bool still_idle(tcp_socket& s) {
 }
 }  // namespace
 
-upstream_pool::upstream_state& upstream_pool::state(const snapshot& s, std::size_t u) {
-  if (built_for_ != &s) {
+bool upstream_pool::stale(const snapshot& s) {
+  if (s.generation < generation_) return true;
+  if (s.generation > generation_) {
     // A new snapshot: endpoints may differ, so connections of the old one are let go.
     state_.clear();
     state_.resize(s.upstream_endpoints.size());
     for (std::size_t i = 0; i < state_.size(); ++i) {
       state_[i].endpoints.resize(s.upstream_endpoints[i].size());
     }
-    built_for_ = &s;
+    generation_ = s.generation;
   }
-  return state_[u];
+  return false;
 }
 
-std::size_t upstream_pool::pick(const snapshot& s, std::size_t u) {
-  upstream_state& st = state(s, u);
+std::size_t upstream_pool::pick(std::size_t u) {
+  upstream_state& st = state_[u];
   const std::size_t n = st.endpoints.size();
   const auto now = clock::now();
   // Round-robin over endpoints not ejected; when every one is, try them anyway.
@@ -54,24 +55,38 @@ task<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot
                                                                   deadline_watch& watch,
                                                                   connect_failure& why) {
   why = connect_failure::none;
-  const auto& cfg = s.config.upstreams[u];
-  const std::size_t e = pick(s, u);
-  endpoint_state& es = state(s, u).endpoints[e];
+  if (stale(s)) {
+    // A request that began before a reload: its own connection, round-robin without the
+    // pool's ejections, which belong to the new snapshot's endpoints.
+    const std::size_t e = stale_next_++ % s.upstream_endpoints[u].size();
+    co_return co_await connect(s, u, e, watch, why);
+  }
+  const std::size_t e = pick(u);
+  endpoint_state& es = state_[u].endpoints[e];
   const auto now = clock::now();
+  const auto idle_timeout = as_duration(s.config.upstreams[u].idle_timeout);
   while (!es.idle.empty()) {
     auto c = std::move(es.idle.back());
     es.idle.pop_back();
     // Past the idle timeout the upstream has likely closed it already.
-    if (now - c->idle_since < as_duration(cfg.idle_timeout) && still_idle(c->socket)) {
+    if (now - c->idle_since < idle_timeout && still_idle(c->socket)) {
       c->reused = true;
       co_return c;
     }
   }
+  co_return co_await connect(s, u, e, watch, why);
+}
+
+task<std::unique_ptr<upstream_connection>> upstream_pool::connect(const snapshot& s, std::size_t u,
+                                                                  std::size_t e,
+                                                                  deadline_watch& watch,
+                                                                  connect_failure& why) {
   auto c = std::make_unique<upstream_connection>(executor_);
   c->buffer.reserve(16 * 1024);  // a response head in one read; bodies in large ones
+  c->generation = s.generation;
   c->upstream = u;
   c->endpoint = e;
-  watch.upstream_for(c.get(), as_duration(cfg.connect_timeout));
+  watch.upstream_for(c.get(), as_duration(s.config.upstreams[u].connect_timeout));
   auto [ec] = co_await c->socket.async_connect(s.upstream_endpoints[u][e], use_tuple);
   if (ec) {
     why = watch.upstream_timed_out ? connect_failure::timeout : connect_failure::refused;
@@ -91,8 +106,10 @@ task<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot
 }
 
 void upstream_pool::release(const snapshot& s, std::unique_ptr<upstream_connection> c) {
-  if (built_for_ != &s) return;  // from an older snapshot: close it
-  endpoint_state& es = state(s, c->upstream).endpoints[c->endpoint];
+  // Opened under another snapshot than the pool's (a reload since), or returned under another
+  // than its own: its indices may not fit `state_` or `s`. Closed.
+  if (c->generation != generation_ || s.generation != c->generation) return;
+  endpoint_state& es = state_[c->upstream].endpoints[c->endpoint];
   es.failures = 0;
   if (es.idle.size() >= s.config.upstreams[c->upstream].max_idle_connections) return;
   c->idle_since = clock::now();
@@ -100,7 +117,10 @@ void upstream_pool::release(const snapshot& s, std::unique_ptr<upstream_connecti
 }
 
 void upstream_pool::failed(const snapshot& s, std::size_t u, std::size_t endpoint) {
-  endpoint_state& es = state(s, u).endpoints[endpoint];
+  // A request that began before a reload: the pool's endpoints may not be its endpoints. Still
+  // counted in tollgate_upstream_errors_total by the caller.
+  if (stale(s)) return;
+  endpoint_state& es = state_[u].endpoints[endpoint];
   es.idle.clear();
   const auto& cfg = s.config.upstreams[u];
   const auto& ep = s.upstream_endpoints[u][endpoint];

@@ -18,7 +18,8 @@ struct upstream_connection {
   explicit upstream_connection(const executor& ex) : socket(ex) {}
   tcp_socket socket;                                 ///< bounded by the connection's watchdog
   beast::flat_buffer buffer;                         ///< bytes read past the last response
-  std::size_t upstream = 0;                          ///< index of its upstream
+  std::uint64_t generation = 0;                      ///< of the snapshot it was opened under
+  std::size_t upstream = 0;                          ///< index of its upstream in that snapshot
   std::size_t endpoint = 0;                          ///< index of its endpoint in that upstream
   bool reused = false;                               ///< came from the idle pool
   std::chrono::steady_clock::time_point idle_since;  ///< when it was returned
@@ -27,23 +28,32 @@ struct upstream_connection {
 /// Why no connection could be had.
 enum class connect_failure { none, refused, timeout };
 
-/// The pool of one worker thread.
+/// The pool of one worker thread. Its state (idle connections, failures, round-robin) belongs
+/// to one snapshot, the newest it has been asked about, recognised by its generation: a
+/// snapshot's address may be that of an earlier one since freed. A request still running on
+/// an older snapshot gets a connection of its own, closed after use, and its failures are not
+/// counted against endpoints (its upstream and endpoint indices are those of its snapshot).
 /// Thread safety: none needed; used only on its worker's io_context.
 class upstream_pool {
  public:
   /// A pool on executor `ex`.
   explicit upstream_pool(const executor& ex) : executor_(ex) {}
 
-  /// An idle connection to the next endpoint of upstream `u`, or a new one. On failure returns
-  /// nullptr and says why in `why`.
+  /// An idle connection to the next endpoint of upstream `u` of `s`, or a new one. On failure
+  /// returns nullptr and says why in `why`.
   task<std::unique_ptr<upstream_connection>> acquire(const snapshot& s, std::size_t u,
                                                      deadline_watch& watch, connect_failure& why);
-  /// Returns a connection after a complete exchange; kept if the pool has room.
+  /// Returns a connection after a complete exchange under `s`; kept if it was opened under
+  /// the pool's snapshot, `s` is that snapshot and the pool has room, closed otherwise.
   void release(const snapshot& s, std::unique_ptr<upstream_connection> c);
-  /// Counts a failed exchange against the connection's endpoint (ejects after too many).
+  /// Counts a failed exchange against endpoint `endpoint` of upstream `u` of `s` (ejects after
+  /// too many); nothing when `s` is older than the pool's snapshot.
   void failed(const snapshot& s, std::size_t u, std::size_t endpoint);
-  /// Drops every idle connection (configuration reloaded: endpoints may have changed).
-  void clear() { state_.clear(); }
+  /// Drops every idle connection and forgets failures (the next request starts afresh).
+  void clear() {
+    state_.clear();
+    generation_ = 0;
+  }
 
  private:
   struct endpoint_state {
@@ -55,12 +65,20 @@ class upstream_pool {
     std::vector<endpoint_state> endpoints;  ///< by endpoint index
     std::size_t next = 0;                   ///< round-robin position
   };
-  upstream_state& state(const snapshot& s, std::size_t u);
-  std::size_t pick(const snapshot& s, std::size_t u);
+  /// Whether `s` is older than the snapshot `state_` belongs to; if it is newer, `state_` is
+  /// made anew for it first.
+  bool stale(const snapshot& s);
+  /// The endpoint of upstream `u` to connect to next (of the pool's snapshot).
+  std::size_t pick(std::size_t u);
+  /// A new connection to endpoint `e` of upstream `u` of `s`, or nullptr (`why` says why).
+  task<std::unique_ptr<upstream_connection>> connect(const snapshot& s, std::size_t u,
+                                                     std::size_t e, deadline_watch& watch,
+                                                     connect_failure& why);
 
-  executor executor_;                    ///< the worker's
-  const snapshot* built_for_ = nullptr;  ///< the snapshot `state_` was sized for
-  std::vector<upstream_state> state_;    ///< by upstream index
+  executor executor_;                  ///< the worker's
+  std::uint64_t generation_ = 0;       ///< of the snapshot `state_` is sized for; 0: none
+  std::vector<upstream_state> state_;  ///< by upstream index of that snapshot
+  std::size_t stale_next_ = 0;         ///< round-robin position for stale snapshots
 };
 
 }  // namespace tollgate::net
