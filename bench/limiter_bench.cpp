@@ -1,12 +1,14 @@
 // Micro-benchmark of the limiter core: one full IPv4 decision (keys from the address, 2 levels x
 // 2 tiers checked and committed, binding limit for the headers) with 1 million live keys, on 1
-// and 2 threads, and the memory each tracked key costs. Run through bench/limiter.sh.
+// and 2 threads, the same with a global limit in the set, and the memory each tracked key costs.
+// Run through bench/limiter.sh.
 
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -35,9 +37,12 @@ std::size_t resident_bytes() {
 /// Everything the benchmarks share: the default policy, a store holding 1M live /32 keys (and
 /// their /24s), and a random sequence of requests over those keys.
 struct world {
-  limit::scope_registry scopes;
   std::unique_ptr<policy::compiled_policy> policy;
   const policy::category_limits* general = nullptr;
+  /// general's limits plus one global limit that admits everything (DESIGN §3: a global limit
+  /// must not make every worker take one shared lock per request).
+  std::unique_ptr<policy::compiled_policy> global_policy;
+  const policy::category_limits* with_global = nullptr;
   std::unique_ptr<limit::memory_store> store;
   std::vector<limit::address> clients;
   /// Per thread count, per thread: the IPv4 addresses it sends from, in a random order. Read
@@ -54,11 +59,33 @@ struct world {
   std::size_t tracked = 0;
   std::size_t reserved_per_key = 0;
 
+  /// The limit set of a request of category `c` from `client` at `now`.
+  limit::limit_request request(const policy::category_limits& c, const limit::address& client,
+                               core::nanos now) const {
+    static const policy::key_sources none{
+        [](const void*, std::string_view) { return std::string_view(); }, nullptr, "/"};
+    std::uint32_t unkeyed = 0;
+    const auto& p = &c == with_global ? *global_policy : *policy;
+    return p.request(c, client, none, c.cost, now, unkeyed);
+  }
+
   world() {
     const auto cfg =
         config::load_policies({std::string(TOLLGATE_SOURCE_DIR) + "/policies/default.yaml"});
-    policy = std::make_unique<policy::compiled_policy>(cfg, scopes, core::siphash_key{1, 2});
+    policy = std::make_unique<policy::compiled_policy>(cfg, core::siphash_key{1, 2});
     general = policy->find("general");
+    global_policy =
+        std::make_unique<policy::compiled_policy>(config::load_policy_text(R"(
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 20/s, burst: 50 }, long: { rate: 5000/h, burst: 500 } }
+      ipv4_network: { short: { rate: 100/s, burst: 250 }, long: { rate: 50000/h, burst: 5000 } }
+      everyone: { key: global, short: { rate: 1000000000/s, burst: 1000000 } }
+)",
+                                                                           "global.yaml"),
+                                                  core::siphash_key{1, 2});
+    with_global = global_policy->find("general");
 
     // Random addresses: ~1M distinct /24s as well, the costly case for the cache.
     std::mt19937_64 rng(2024);
@@ -74,14 +101,14 @@ struct world {
     capacity.ipv4_network = live_keys * 6 / 5;
     capacity.ipv6_subnet = 1;
     capacity.ipv6_provider = 1;
-    capacity.keyed = 1;
-    store = std::make_unique<limit::memory_store>(capacity, 0x5eed);
+    capacity.keyed = 16;
+    // Two slices for global limits, as a gateway with two workers has.
+    store = std::make_unique<limit::memory_store>(capacity, 0x5eed, 2);
     for (const auto& c : clients)
-      store->decide_now(policy->request(*general, c, "", start));
-    tracked =
-        store->tracked(limit::level::ipv4_individual) + store->tracked(limit::level::ipv4_network);
+      store->decide(request(*general, c, start));
+    tracked = store->tracked(0) + store->tracked(1);
     bytes_per_key = (resident_bytes() - before) / tracked;
-    const auto& t1 = store->table_for(limit::level::ipv4_individual);
+    const auto& t1 = store->table(0);
     reserved_per_key = t1.memory_bytes() / t1.capacity();
 
     for (std::size_t n = 1; n <= 2; ++n) {
@@ -141,8 +168,8 @@ void full_ipv4_decision(benchmark::State& state) {
   std::int64_t admitted = 0;
   for (auto _ : state) {
     const auto client = limit::address::from_v4(seq[i]);
-    const auto req = w.policy->request(*w.general, client, "", now);
-    const auto d = w.store->decide_now(req);
+    const auto req = w.request(*w.general, client, now);
+    const auto d = w.store->decide(req);
     const auto b = limit::binding_of(req, d);
     benchmark::DoNotOptimize(b);
     admitted += d.admitted;
@@ -153,6 +180,29 @@ void full_ipv4_decision(benchmark::State& state) {
 }
 BENCHMARK(full_ipv4_decision)->Threads(1)->Threads(2)->UseRealTime()->MinTime(2.0);
 
+void global_limit_decision(benchmark::State& state) {
+  // The full IPv4 decision with a global limit in the set: every request of every thread is
+  // checked against one limit. It must not serialise the workers. Time is the real clock here:
+  // threads' synthetic clocks drift apart by more than the global limit's tolerance.
+  world& w = shared_world();
+  const auto& seq = w.sequences[state.threads()][state.thread_index()];
+  std::size_t i = 0;
+  const core::nanos base = w.clock.load();
+  const auto t0 = std::chrono::steady_clock::now();
+  core::nanos now = base;
+  std::int64_t admitted = 0;
+  for (auto _ : state) {
+    now = base + (std::chrono::steady_clock::now() - t0).count();
+    const auto req = w.request(*w.with_global, limit::address::from_v4(seq[i]), now);
+    const auto d = w.store->decide(req);
+    benchmark::DoNotOptimize(limit::binding_of(req, d));
+    admitted += d.admitted;
+    if (++i == seq.size()) i = 0;
+  }
+  finish_run(state, w, now, admitted);
+}
+BENCHMARK(global_limit_decision)->Threads(1)->Threads(2)->UseRealTime()->MinTime(2.0);
+
 void prefetched_ipv4_decision(benchmark::State& state) {
   // As the gateway does: the next request's keys are prepared (prefetched) as soon as its
   // address and category are known, and its decision comes after other work, here the
@@ -161,15 +211,15 @@ void prefetched_ipv4_decision(benchmark::State& state) {
   const auto& seq = w.sequences[state.threads()][state.thread_index()];
   std::size_t i = 0;
   core::nanos now = w.clock.load();
-  auto next = w.policy->request(*w.general, limit::address::from_v4(seq[0]), "", now);
+  auto next = w.request(*w.general, limit::address::from_v4(seq[0]), now);
   std::int64_t admitted = 0;
   for (auto _ : state) {
     const auto req = next;
     if (++i == seq.size()) i = 0;
     now += 1000;
-    next = w.policy->request(*w.general, limit::address::from_v4(seq[i]), "", now);
+    next = w.request(*w.general, limit::address::from_v4(seq[i]), now);
     w.store->prepare(next);
-    const auto d = w.store->decide_now(req);
+    const auto d = w.store->decide(req);
     benchmark::DoNotOptimize(limit::binding_of(req, d));
     admitted += d.admitted;
   }
@@ -184,8 +234,8 @@ void skewed_ipv4_decision(benchmark::State& state) {
   core::nanos now = w.clock.load();
   std::int64_t admitted = 0;
   for (auto _ : state) {
-    const auto req = w.policy->request(*w.general, limit::address::from_v4(w.skewed[i]), "", now);
-    const auto d = w.store->decide_now(req);
+    const auto req = w.request(*w.general, limit::address::from_v4(w.skewed[i]), now);
+    const auto d = w.store->decide(req);
     benchmark::DoNotOptimize(limit::binding_of(req, d));
     admitted += d.admitted;
     now += 1000;
@@ -201,8 +251,8 @@ void hot_key_ipv4_decision(benchmark::State& state) {
   const auto client = w.clients[static_cast<std::size_t>(state.thread_index())];
   core::nanos now = w.start + core::ns_per_s;
   for (auto _ : state) {
-    const auto req = w.policy->request(*w.general, client, "", now);
-    benchmark::DoNotOptimize(w.store->decide_now(req));
+    const auto req = w.request(*w.general, client, now);
+    benchmark::DoNotOptimize(w.store->decide(req));
     now += 100'000'000;  // 10/s: admitted every time
   }
   state.SetItemsProcessed(state.iterations());
@@ -215,10 +265,10 @@ void rejected_ipv4_decision(benchmark::State& state) {
   const auto client = limit::address::parse("198.51.100.1").value();
   const core::nanos now = w.start;
   for (int i = 0; i < 100; ++i)
-    w.store->decide_now(w.policy->request(*w.general, client, "", now));
+    w.store->decide(w.request(*w.general, client, now));
   for (auto _ : state) {
-    const auto req = w.policy->request(*w.general, client, "", now);
-    const auto d = w.store->decide_now(req);
+    const auto req = w.request(*w.general, client, now);
+    const auto d = w.store->decide(req);
     if (d.admitted) state.SkipWithError("expected rejections");
     benchmark::DoNotOptimize(limit::binding_of(req, d));
   }
@@ -237,13 +287,11 @@ int main(int argc, char** argv) {
       w.tracked, w.bytes_per_key, w.reserved_per_key);
   std::printf("huge pages: %zu KiB of anonymous memory\n", huge_page_kib());
   std::printf("evictions while filling: %llu\n",
-              static_cast<unsigned long long>(
-                  w.store->table_for(limit::level::ipv4_individual).evictions() +
-                  w.store->table_for(limit::level::ipv4_network).evictions()));
+              static_cast<unsigned long long>(w.store->table(0).evictions() +
+                                              w.store->table(1).evictions()));
   benchmark::RunSpecifiedBenchmarks();
   std::printf("evictions after the runs: %llu\n",
-              static_cast<unsigned long long>(
-                  w.store->table_for(limit::level::ipv4_individual).evictions() +
-                  w.store->table_for(limit::level::ipv4_network).evictions()));
+              static_cast<unsigned long long>(w.store->table(0).evictions() +
+                                              w.store->table(1).evictions()));
   benchmark::Shutdown();
 }

@@ -1,5 +1,7 @@
 #include "gateway/app/admin_api.hpp"
 
+#include <boost/json.hpp>
+
 #include "gateway/core/text.hpp"
 #include "gateway/limit/gcra.hpp"
 
@@ -7,36 +9,22 @@ namespace tollgate::app {
 
 namespace {
 
+namespace json = boost::json;
 using reply = net::admin_server::reply;
 
+reply answer(unsigned status, const json::value& body) {
+  return {status, json::serialize(body)};
+}
+
 reply error(unsigned status, std::string_view message) {
-  return {status, std::string(R"({"error":")") + std::string(message) + "\"}"};
+  return answer(status, json::object{{"error", message}});
 }
 
 /// The address in the last path segment, %-decoded (IPv6 colons may come escaped).
 std::optional<core::address> address_in(std::string_view segment) {
   std::string text;
-  for (std::size_t i = 0; i < segment.size(); ++i) {
-    if (segment[i] == '%') {
-      if (i + 2 >= segment.size()) return std::nullopt;
-      const auto hex = [](char c) {
-        if (c >= '0' && c <= '9') return c - '0';
-        const char l = static_cast<char>(c | 0x20);
-        return l >= 'a' && l <= 'f' ? l - 'a' + 10 : -1;
-      };
-      const int hi = hex(segment[i + 1]), lo = hex(segment[i + 2]);
-      if (hi < 0 || lo < 0) return std::nullopt;
-      text += static_cast<char>(hi * 16 + lo);
-      i += 2;
-    } else {
-      text += segment[i];
-    }
-  }
+  if (!core::percent_decode(segment, text)) return std::nullopt;
   return core::address::parse(text);
-}
-
-std::int64_t unix_seconds_up(core::nanos t) {
-  return core::ceil_seconds(t);
 }
 
 }  // namespace
@@ -65,31 +53,52 @@ reply admin_api::handle(std::string_view method, std::string_view path) const {
 reply admin_api::bans() const {
   const core::nanos now = clock_.now();
   const auto& prefixes = current_->policy.prefixes();
-  std::string out = R"({"bans":[)";
-  bool first = true;
+  json::array list;
   for (const auto& b : pow_.violations().bans(now)) {
-    if (!first) out += ',';
-    first = false;
-    out += R"({"address":")";
-    out += limit::key_to_string(static_cast<limit::level>(b.who.level), b.who.key, prefixes);
-    out += R"(","until":)";
-    core::append_decimal(out, unix_seconds_up(b.until));
-    out += R"(,"retry_after":)";
-    core::append_decimal(out, core::ceil_seconds(b.until - now));
-    out += R"(,"bans":)";
-    core::append_decimal(out, b.bans);
-    out += '}';
+    list.push_back(json::object{
+        {"address",
+         limit::key_to_string(static_cast<limit::level>(b.who.level), b.who.key, prefixes)},
+        {"until", core::ceil_seconds(b.until)},
+        {"retry_after", core::ceil_seconds(b.until - now)},
+        {"bans", b.bans}});
   }
-  out += "]}";
-  return {200, out};
+  return answer(200, json::object{{"bans", std::move(list)}});
 }
 
 reply admin_api::lift(const core::address& a) const {
   const auto who = policy::subjects_of(a, current_->policy.prefixes());
   const bool lifted = pow_.violations().lift(who.individual, clock_.now());
-  std::string out = R"({"address":")" + a.to_string() + R"(","lifted":)";
-  out += lifted ? "true}" : "false}";
-  return {lifted ? 200u : 404u, out};
+  return answer(lifted ? 200u : 404u, json::object{{"address", a.to_string()}, {"lifted", lifted}});
+}
+
+/// Limiter state of every address limit of every category for `a`: what a request now would
+/// see. Limits keyed on anything else are not the address's, and are not shown.
+json::array admin_api::limits_of(const core::address& a, core::nanos now) const {
+  const auto& snap = *current_;
+  const auto keys = limit::keys_of(a, snap.policy.prefixes());
+  json::array out;
+  for (const auto& c : snap.policy.categories()) {
+    for (const auto& [lvl, key] :
+         {std::pair{keys.fine, keys.fine_key}, {keys.coarse, keys.coarse_key}}) {
+      const limit::limit_spec* spec = c.at_level(lvl);
+      if (spec == nullptr) continue;
+      const auto state = store_.state_of(*spec, key);
+      for (int t = 0; t < 2; ++t) {
+        const auto& p = spec->tiers[static_cast<std::size_t>(t)];
+        if (p.burst == 0) continue;
+        const core::nanos tat = state ? std::max(state->tat[t], now) : now;
+        out.push_back(json::object{{"category", c.name},
+                                   {"level", spec->name},
+                                   {"tier", limit::tier_name(static_cast<limit::tier>(t))},
+                                   {"limit", p.burst},
+                                   {"remaining", limit::gcra_remaining(tat, now, p)},
+                                   {"reset", core::ceil_seconds(tat)},
+                                   {"tracked", state.has_value()},
+                                   {"shadow", spec->shadow}});
+      }
+    }
+  }
+  return out;
 }
 
 reply admin_api::address(const core::address& a) const {
@@ -101,63 +110,26 @@ reply admin_api::address(const core::address& a) const {
   const auto name = [&](const pow::subject& s) {
     return limit::key_to_string(static_cast<limit::level>(s.level), s.key, prefixes);
   };
-  std::string out = R"({"address":")" + a.to_string() + R"(","individual":")" +
-                    name(who.individual) + R"(","network":")" + name(who.network) +
-                    R"(","violations":{"individual":)";
-  core::append_decimal(out, view.individual);
-  out += R"(,"network":)";
-  core::append_decimal(out, view.network);
-  out += R"(,"reasons":{)";
-  const auto& reasons = snap.policy.violations().names;
-  for (std::size_t i = 0; i < reasons.size(); ++i) {
-    if (i > 0) out += ',';
-    out += '"' + reasons[i] + "\":";
+  json::object reasons;
+  const auto& names = snap.policy.violations().names;
+  for (std::size_t i = 0; i < names.size(); ++i) {
     const std::size_t slot = snap.reason_slot[i];
-    core::append_decimal(out, slot < view.reasons.size() ? view.reasons[slot] : 0);
+    reasons[names[i]] = slot < view.reasons.size() ? view.reasons[slot] : 0;
   }
-  out += R"(}},"ban":)";
+  json::value ban = nullptr;
   if (view.banned_until) {
-    out += R"({"until":)";
-    core::append_decimal(out, unix_seconds_up(*view.banned_until));
-    out += R"(,"retry_after":)";
-    core::append_decimal(out, core::ceil_seconds(*view.banned_until - now));
-    out += '}';
-  } else {
-    out += "null";
+    ban = json::object{{"until", core::ceil_seconds(*view.banned_until)},
+                       {"retry_after", core::ceil_seconds(*view.banned_until - now)}};
   }
-  out += R"(,"bans":)";
-  core::append_decimal(out, view.bans);
-  // Limiter state of every address limit of every category: what a request now would see.
-  out += R"(,"limits":[)";
-  bool first = true;
-  const auto keys = limit::keys_of(a, prefixes);
-  for (const auto& c : snap.policy.categories()) {
-    for (const auto& [lvl, key] :
-         {std::pair{keys.fine, keys.fine_key}, {keys.coarse, keys.coarse_key}}) {
-      const auto& g = c.groups[static_cast<std::size_t>(lvl)];
-      if (!g) continue;
-      const auto entry = store_.lookup(lvl, key, g->scope);
-      for (int t = 0; t < 2; ++t) {
-        const auto& p = g->tiers[static_cast<std::size_t>(t)];
-        if (p.burst == 0) continue;
-        const core::nanos tat = entry ? std::max(entry->tat[t], now) : now;
-        if (!first) out += ',';
-        first = false;
-        out += R"({"category":")" + c.name + R"(","level":")" +
-               std::string(limit::level_name(lvl)) + R"(","tier":")" +
-               std::string(limit::tier_name(static_cast<limit::tier>(t))) + R"(","limit":)";
-        core::append_decimal(out, p.burst);
-        out += R"(,"remaining":)";
-        core::append_decimal(out, limit::gcra_remaining(tat, now, p));
-        out += R"(,"reset":)";
-        core::append_decimal(out, unix_seconds_up(tat));
-        out += R"(,"tracked":)";
-        out += entry ? "true}" : "false}";
-      }
-    }
-  }
-  out += "]}";
-  return {200, out};
+  return answer(200, json::object{{"address", a.to_string()},
+                                  {"individual", name(who.individual)},
+                                  {"network", name(who.network)},
+                                  {"violations", json::object{{"individual", view.individual},
+                                                              {"network", view.network},
+                                                              {"reasons", std::move(reasons)}}},
+                                  {"ban", std::move(ban)},
+                                  {"bans", view.bans},
+                                  {"limits", limits_of(a, now)}});
 }
 
 }  // namespace tollgate::app

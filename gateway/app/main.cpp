@@ -13,11 +13,11 @@
 #include "gateway/config/error.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/config/reload_diff.hpp"
-#include "gateway/limit/memory_store.hpp"
 #include "gateway/metrics/exposition.hpp"
 #include "gateway/net/admin.hpp"
 #include "gateway/net/server.hpp"
 #include "gateway/pow/challenge.hpp"
+#include "gateway/store/local_store.hpp"
 
 namespace {
 
@@ -116,7 +116,6 @@ int solve(const char* challenge, const char* bits_text) {
 /// What a reload needs of the running process.
 struct reload_context {
   const std::string& path;                        ///< the gateway file
-  limit::scope_registry& scopes;                  ///< limiter state kept for unchanged limits
   core::siphash_key identity_key;                 ///< the process's key for identity values
   metrics::registry& metrics;                     ///< label tables and reload counters
   policy::pow_state& pow;                         ///< process-wide PoW state
@@ -135,9 +134,8 @@ void reload(const reload_context& r) {
     if (const auto why = unsupported(loaded); !why.empty()) throw std::runtime_error(why);
     const auto& running = r.current->config;
     const auto restart_only = config::restart_only_changes(running, loaded);
-    auto next =
-        std::make_shared<const net::snapshot>(config::keep_restart_only(running, std::move(loaded)),
-                                              r.scopes, r.identity_key, r.metrics, r.pow);
+    auto next = std::make_shared<const net::snapshot>(
+        config::keep_restart_only(running, std::move(loaded)), r.identity_key, r.metrics, r.pow);
     for (const auto& key : restart_only) {
       spdlog::warn("reload: {} changed; takes effect at restart", key);
     }
@@ -172,8 +170,8 @@ int run(const std::string& path) {
   const unsigned workers =
       cfg.workers != 0 ? cfg.workers : std::max(1u, std::thread::hardware_concurrency());
   const auto& cap = cfg.store.capacity;
-  limit::memory_store store({cap[0], cap[1], cap[2], cap[3], cap[4]}, random_u64());
-  limit::scope_registry scopes;
+  // Global limits are split into one slice per worker (limit::memory_store).
+  store::local_store store({cap[0], cap[1], cap[2], cap[3], cap[4]}, random_u64(), workers);
   const core::siphash_key identity_key{random_u64(), random_u64()};
   const core::steady_unix_clock clock;
   // The PoW secret: from the environment, or made up now (challenges then die with the
@@ -193,8 +191,8 @@ int run(const std::string& path) {
 
   std::shared_ptr<const net::snapshot> current;
   try {
-    current = std::make_shared<const net::snapshot>(std::move(cfg), scopes, identity_key, metrics,
-                                                    pow_state);
+    current =
+        std::make_shared<const net::snapshot>(std::move(cfg), identity_key, metrics, pow_state);
   } catch (const std::exception& e) {
     spdlog::critical("{}", e.what());
     return 1;
@@ -226,13 +224,9 @@ int run(const std::string& path) {
         net::admin_server::handlers{
             [&] {
               metrics::scrape_values values;
-              for (std::size_t l = 0; l < limit::address_level_count; ++l) {
-                const auto lvl = static_cast<limit::level>(l);
-                values.tracked_keys.emplace_back(limit::level_name(lvl),
-                                                 static_cast<double>(store.tracked(lvl)));
+              for (const auto& t : store.tracked()) {
+                values.tracked_keys.emplace_back(t.name, static_cast<double>(t.entries));
               }
-              values.tracked_keys.emplace_back(
-                  "keyed", static_cast<double>(store.tracked(limit::level::global)));
               values.active_bans =
                   static_cast<double>(pow_state.violations().bans(clock.now()).size());
               return metrics::render(server.counters(), metrics, values);
@@ -263,7 +257,7 @@ int run(const std::string& path) {
           control.stop();
           return;
         }
-        reload({path, scopes, identity_key, metrics, pow_state, server, current});
+        reload({path, identity_key, metrics, pow_state, server, current});
         signals.async_wait(on_signal);
       };
   signals.async_wait(on_signal);

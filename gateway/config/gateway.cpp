@@ -213,6 +213,12 @@ route_config read_route_target(const yaml_node& n, route_config r, const gateway
   const yaml_node upstream = n.at("upstream");
   r.upstream = upstream.as_string();
   if (g.upstream(r.upstream) == nullptr) upstream.fail("unknown upstream '" + r.upstream + "'");
+  if (auto cost = n.get("cost")) {
+    // Checked against the category's bursts here, where the route's own line is known.
+    r.cost = static_cast<std::uint32_t>(cost->as_uint(1, 1'000'000));
+    const std::string fault = cost_fault(*g.policy.category(r.category), r.cost);
+    if (!fault.empty()) cost->fail(fault + " in category " + r.category);
+  }
   r.line = n.line();
   return r;
 }
@@ -328,14 +334,14 @@ std::uint32_t read_workers(const yaml_node& w) {
 void read_routes(const yaml_node& root, gateway_config& g) {
   if (auto routes = root.get("routes")) {
     for (const yaml_node& n : routes->items()) {
-      n.expect_keys({"match", "category", "upstream"});
+      n.expect_keys({"match", "category", "upstream", "cost"});
       route_config r;
       read_match(n.at("match"), r);
       g.routes.push_back(read_route_target(n, std::move(r), g));
     }
   }
   const yaml_node d = root.at("default_route");
-  d.expect_keys({"category", "upstream"});
+  d.expect_keys({"category", "upstream", "cost"});
   g.default_route = read_route_target(d, route_config{}, g);
 }
 

@@ -95,7 +95,8 @@ struct route_config {
   std::vector<std::pair<std::string, std::string>> headers;  ///< each must be present and equal
   std::string category;                                      ///< a policy category
   std::string upstream;                                      ///< an upstream name
-  int line = 0;                                              ///< where it was written
+  std::uint32_t cost = 0;  ///< charged per request it matches; 0: its category's cost
+  int line = 0;            ///< where it was written
 };
 
 /// Proof-of-work settings of the gateway.

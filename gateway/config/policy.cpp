@@ -8,10 +8,11 @@ namespace tollgate::config {
 
 namespace {
 
-using core::level;
 using core::tier;
 
 constexpr std::uint32_t max_burst = 1'000'000;  // matches limit::max_burst
+/// Most limits per category not keyed on the address (limit::max_keyed_limits).
+constexpr std::size_t max_keyed_limits = 6;
 
 /// A reason named by status_violations, checked once every file is read.
 struct reason_reference {
@@ -53,21 +54,76 @@ tier_config read_tier(const yaml_node& n) {
   return {n.at("rate").as_rate(), as_u32(n.at("burst"), 1, max_burst)};
 }
 
-limit_config read_limit(const yaml_node& n, level l) {
-  if (l == level::identity) {
-    n.expect_keys({"header", "short", "long"});
-  } else {
-    n.expect_keys({"short", "long"});
+bool valid_key_name(const std::string& s) {
+  // Query parameter and cookie names: RFC 6265 token characters, which cover what forms use.
+  return !s.empty() && s.size() <= 128 && std::all_of(s.begin(), s.end(), [](char c) {
+    return c > 0x20 && c < 0x7f &&
+           std::string_view("()<>@,;:\\\"/[]?={}").find(c) == std::string_view::npos;
+  });
+}
+
+/// The `key` of a limit: `global`, or one of `{header: NAME}`, `{query: NAME}`,
+/// `{cookie: NAME}`, `{bearer: true}`.
+void read_key(const yaml_node& n, limit_config& out) {
+  if (!n.is_map()) {
+    if (n.as_string() != "global")
+      n.fail("expected global, or a map with header, query, cookie or bearer");
+    out.key = key_kind::global;
+    return;
   }
+  n.expect_keys({"header", "query", "cookie", "bearer"});
+  const auto entries = n.entries();
+  if (entries.size() != 1) n.fail("name exactly one of header, query, cookie, bearer");
+  const auto& [kind, value] = entries.front();
+  if (kind == "bearer") {
+    if (!value.as_bool()) value.fail("bearer: true is the only form");
+    out.key = key_kind::bearer;
+    return;
+  }
+  out.key_name = value.as_string();
+  if (kind == "header") {
+    out.key = key_kind::header;
+    if (!valid_header_name(out.key_name)) value.fail("invalid header name '" + out.key_name + "'");
+    return;
+  }
+  out.key = kind == "query" ? key_kind::query : key_kind::cookie;
+  if (!valid_key_name(out.key_name)) value.fail("invalid " + kind + " name '" + out.key_name + "'");
+}
+
+/// One entry of a category's `limits`: an address level by its own name; the older spellings
+/// `identity: {header: ...}` and `global: {...}`; or any name with a `key`.
+limit_config read_limit(const std::string& name, const yaml_node& n) {
   limit_config out;
+  out.name = name;
+  out.line = n.line();
+  if (!valid_name(name)) n.fail("invalid limit name (use a-z, 0-9, _ and -)");
+  const auto address = core::level_from_name(name);
+  if (address) {
+    n.expect_keys({"short", "long", "shadow"});
+    out.address_level = *address;
+  } else if (name == "identity" && !n.get("key")) {
+    n.expect_keys({"header", "short", "long", "shadow"});
+    out.key = key_kind::header;
+    const yaml_node h = n.at("header");
+    out.key_name = h.as_string();
+    if (!valid_header_name(out.key_name)) h.fail("invalid header name '" + out.key_name + "'");
+  } else if (name == "global" && !n.get("key")) {
+    n.expect_keys({"short", "long", "shadow"});
+    out.key = key_kind::global;
+  } else {
+    n.expect_keys({"key", "short", "long", "shadow"});
+    const auto key = n.get("key");
+    if (!key) {
+      n.fail("limit '" + name +
+             "' needs a key (header, query, cookie, bearer or global), or the name of an "
+             "address level (ipv4_individual, ipv4_network, ipv6_subnet, ipv6_provider)");
+    }
+    read_key(*key, out);
+  }
   if (auto s = n.get("short")) out.tiers[0] = read_tier(*s);
   if (auto s = n.get("long")) out.tiers[1] = read_tier(*s);
   if (!out.tiers[0] && !out.tiers[1]) n.fail("a limit needs a short tier, a long tier or both");
-  if (l == level::identity) {
-    const yaml_node h = n.at("header");
-    out.header = h.as_string();
-    if (!valid_header_name(out.header)) h.fail("invalid header name '" + out.header + "'");
-  }
+  if (auto s = n.get("shadow")) out.shadow = s->as_bool();
   return out;
 }
 
@@ -128,20 +184,26 @@ websocket_config read_websocket(const yaml_node& n) {
 }
 
 category_config read_category(const std::string& name, const yaml_node& n, loader& ld) {
-  n.expect_keys({"cost", "limits", "pow", "status_violations", "websocket"});
+  n.expect_keys({"cost", "mode", "limits", "pow", "status_violations", "websocket"});
   category_config c;
   c.name = name;
+  c.file = n.file();
   std::optional<yaml_node> cost_node = n.get("cost");
   if (cost_node) c.cost = as_u32(*cost_node, 1, max_burst);
+  if (auto mode = n.get("mode")) {
+    const std::string m = mode->as_string();
+    if (m != "enforce" && m != "shadow") mode->fail("expected enforce or shadow, got '" + m + "'");
+    c.shadow = m == "shadow";
+  }
   if (auto limits = n.get("limits")) {
-    for (const auto& [level_text, value] : limits->entries()) {
-      const auto l = core::level_from_name(level_text);
-      if (!l) {
-        value.fail(
-            "unknown level (expected ipv4_individual, ipv4_network, ipv6_subnet, ipv6_provider, "
-            "global or identity)");
+    std::size_t keyed = 0;
+    for (const auto& [limit_name, value] : limits->entries()) {
+      limit_config l = read_limit(limit_name, value);
+      if (l.key != key_kind::address && ++keyed > max_keyed_limits) {
+        value.fail("more than " + std::to_string(max_keyed_limits) +
+                   " limits not keyed on the address in one category");
       }
-      c.limits[static_cast<std::size_t>(*l)] = read_limit(value, *l);
+      c.limits.push_back(std::move(l));
     }
   }
   if (auto p = n.get("pow")) c.pow = read_pow(*p);
@@ -156,19 +218,7 @@ category_config read_category(const std::string& name, const yaml_node& n, loade
   }
   if (auto w = n.get("websocket")) c.websocket = read_websocket(*w);
   // A request dearer than a burst could never pass: say so now rather than reject forever.
-  for (std::size_t l = 0; l < core::level_count; ++l) {
-    if (!c.limits[l]) continue;
-    for (int t = 0; t < 2; ++t) {
-      const auto& tc = c.limits[l]->tiers[t];
-      if (tc && c.cost > tc->burst) {
-        cost_node->fail("cost " + std::to_string(c.cost) + " exceeds burst " +
-                        std::to_string(tc->burst) + " of " +
-                        std::string(core::level_name(static_cast<level>(l))) + "." +
-                        std::string(core::tier_name(static_cast<tier>(t))) +
-                        "; such requests could never pass");
-      }
-    }
-  }
+  if (const std::string fault = cost_fault(c, c.cost); !fault.empty()) cost_node->fail(fault);
   return c;
 }
 
@@ -303,6 +353,20 @@ const category_config* policy_config::category(const std::string& name) const {
     if (c.name == name) return &c;
   }
   return nullptr;
+}
+
+std::string cost_fault(const category_config& c, std::uint32_t cost) {
+  for (const limit_config& l : c.limits) {
+    for (int t = 0; t < 2; ++t) {
+      const auto& tc = l.tiers[t];
+      if (tc && cost > tc->burst) {
+        return "cost " + std::to_string(cost) + " exceeds burst " + std::to_string(tc->burst) +
+               " of " + l.name + "." + std::string(core::tier_name(static_cast<tier>(t))) +
+               "; such requests could never pass";
+      }
+    }
+  }
+  return "";
 }
 
 const violation_config* policy_config::violation(const std::string& name) const {

@@ -21,10 +21,18 @@ struct tier_config {
   std::uint32_t burst = 0;  ///< requests admitted at once, 1..1000000
 };
 
-/// The limit on one level of a category: either tier may be left out.
+/// Where a limit's key comes from (DESIGN §3, "keys as data").
+enum class key_kind { address, header, query, cookie, bearer, global };
+
+/// One limit of a category: a name, a key and tiers; either tier may be left out.
 struct limit_config {
+  std::string name;                  ///< an address level's name, or the operator's
+  key_kind key = key_kind::address;  ///< where its key comes from
+  core::level address_level = core::level::ipv4_individual;  ///< key address: which level
+  std::string key_name;                 ///< header, query parameter or cookie name
   std::optional<tier_config> tiers[2];  ///< indexed by core::tier
-  std::string header;                   ///< identity level only: the header that names the key
+  bool shadow = false;                  ///< evaluated but not enforced (DESIGN §12)
+  int line = 0;                         ///< where it was written
 };
 
 /// Proof-of-work settings of a category (DESIGN §5).
@@ -55,12 +63,14 @@ struct websocket_config {
 
 /// A category: what each of its requests costs and what limits it.
 struct category_config {
-  std::string name;        ///< [a-z0-9_-], used as a metric label
-  std::uint32_t cost = 1;  ///< charged per request
-  std::array<std::optional<limit_config>, core::level_count> limits;  ///< by core::level
-  pow_config pow;                                                     ///< proof-of-work settings
-  std::map<int, std::string> status_violations;                       ///< upstream status -> reason
-  std::optional<websocket_config> websocket;                          ///< WebSocket options
+  std::string name;                  ///< [a-z0-9_-], used as a metric label
+  std::uint32_t cost = 1;            ///< charged per request (a route may set its own)
+  bool shadow = false;               ///< mode: shadow: every limit evaluated, none enforced
+  std::vector<limit_config> limits;  ///< in file order, address levels among them
+  std::string file;                  ///< the policy file that defines it
+  pow_config pow;                    ///< proof-of-work settings
+  std::map<int, std::string> status_violations;  ///< upstream status -> reason
+  std::optional<websocket_config> websocket;     ///< WebSocket options
 };
 
 /// Ban settings of a violation reason.
@@ -107,6 +117,10 @@ struct policy_config {
   /// The violation reason called `name`, or nullptr.
   const violation_config* violation(const std::string& name) const;
 };
+
+/// Why requests of `cost` could never pass category `c` ("cost 10 exceeds burst 5 of
+/// ipv4_individual.short; ..."), or "" when every tier's burst holds it.
+std::string cost_fault(const category_config& c, std::uint32_t cost);
 
 /// Reads and validates the policy files `paths`, merged in order (a category or violation
 /// defined twice is an error; `levels` and `pow_counters` may appear in one file only).

@@ -44,6 +44,33 @@ inline void append_decimal(std::string& out, std::int64_t v) {
   out.append(buf, r.ptr);
 }
 
+/// The value of hex digit `c`, or -1.
+constexpr int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/// Appends `in` with every `%XX` decoded (and `+` as a space when `plus_is_space`, as in a
+/// form-encoded query) to `out`. False for a `%` not followed by two hex digits. The one
+/// percent-decoder of the project.
+inline bool percent_decode(std::string_view in, std::string& out, bool plus_is_space = false) {
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return false;
+      const int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      out += plus_is_space && c == '+' ? ' ' : c;
+    }
+  }
+  return true;
+}
+
 /// `s` without leading and trailing spaces and tabs.
 constexpr std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))

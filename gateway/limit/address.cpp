@@ -24,9 +24,8 @@ std::uint8_t prefix_of(level l, const level_prefixes& p) noexcept {
       return p.ipv6_subnet;
     case level::ipv6_provider:
       return p.ipv6_provider;
-    default:
-      return 0;
   }
+  return 0;
 }
 
 std::string key_to_string(level l, std::uint64_t key, const level_prefixes& p) {
@@ -34,10 +33,7 @@ std::string key_to_string(level l, std::uint64_t key, const level_prefixes& p) {
   if (l == level::ipv4_individual || l == level::ipv4_network) {
     return address::from_v4(static_cast<std::uint32_t>(key)).to_string() + "/" + bits;
   }
-  if (l == level::ipv6_subnet || l == level::ipv6_provider) {
-    return address::from_v6(key, 0).to_string() + "/" + bits;
-  }
-  return std::string(level_name(l));
+  return address::from_v6(key, 0).to_string() + "/" + bits;
 }
 
 }  // namespace tollgate::limit

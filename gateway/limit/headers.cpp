@@ -6,9 +6,9 @@ namespace tollgate::limit {
 
 namespace {
 
-void append_name(std::string& out, level l, tier t) {
+void append_name(std::string& out, std::string_view name, tier t) {
   out += '"';
-  out += level_name(l);
+  out += name;
   out += '.';
   out += tier_name(t);
   out += '"';
@@ -16,11 +16,11 @@ void append_name(std::string& out, level l, tier t) {
 
 }  // namespace
 
-binding_view binding_of(const limit_request& req, const decision& d) noexcept {
-  const limit_outcome& o = d.limits[d.binding];
-  const limit_group& g = req.groups[o.group];
-  const gcra_params& p = g.params->tiers[static_cast<int>(o.tier)];
-  return {g.lvl, o.tier, p.burst, gcra_remaining(o.tat, req.now, p), o.tat, o.wait};
+binding_view binding_of(const limit_request& req, const decision& d, std::uint8_t index) noexcept {
+  const limit_outcome& o = d.limits[index];
+  const limit_spec& spec = *req.groups[o.group].spec;
+  const gcra_params& p = spec.tiers[static_cast<int>(o.tier)];
+  return {spec.name, o.tier, p.burst, gcra_remaining(o.tat, req.now, p), o.tat, o.wait};
 }
 
 std::int64_t reset_unix_seconds(const binding_view& b) noexcept {
@@ -37,21 +37,22 @@ std::string_view rejection_reason(tier t) noexcept {
 }
 
 void append_ratelimit_field(std::string& out, const binding_view& b, nanos now) {
-  append_name(out, b.lvl, b.which);
+  append_name(out, b.name, b.which);
   out += ";r=";
   core::append_decimal(out, b.remaining);
   out += ";t=";
   core::append_decimal(out, core::ceil_seconds(b.reset - now));
 }
 
-std::string policy_field(std::span<const limit_group> groups) {
+std::string policy_field(std::span<const limit_spec* const> limits) {
   std::string out;
-  for (const limit_group& g : groups) {
+  for (const limit_spec* spec : limits) {
+    if (spec->shadow) continue;
     for (int t = 0; t < 2; ++t) {
-      const gcra_params& p = g.params->tiers[t];
+      const gcra_params& p = spec->tiers[t];
       if (p.burst == 0) continue;
       if (!out.empty()) out += ", ";
-      append_name(out, g.lvl, static_cast<tier>(t));
+      append_name(out, spec->name, static_cast<tier>(t));
       out += ";q=";
       core::append_decimal(out, p.burst);
       out += ";w=";
@@ -61,12 +62,10 @@ std::string policy_field(std::span<const limit_group> groups) {
   return out;
 }
 
-void append_rejection_detail(std::string& out, const binding_view& b) {
-  out += "rate limit exceeded at ";
-  out += level_name(b.lvl);
-  out += " (";
+void append_limit_name(std::string& out, const binding_view& b) {
+  out += b.name;
+  out += '.';
   out += tier_name(b.which);
-  out += " tier)";
 }
 
 }  // namespace tollgate::limit

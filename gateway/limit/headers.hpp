@@ -12,7 +12,7 @@ namespace tollgate::limit {
 
 /// The binding limit of a decision, with everything the headers and the 429 body say of it.
 struct binding_view {
-  level lvl = level::global;      ///< X-RateLimit-Level
+  std::string_view name;          ///< X-RateLimit-Level: the limit's name
   tier which = tier::short_term;  ///< the tier, for RateLimit and X-RateLimit-Reason
   std::uint32_t burst = 0;        ///< X-RateLimit-Limit
   std::int64_t remaining = 0;     ///< X-RateLimit-Remaining
@@ -20,8 +20,12 @@ struct binding_view {
   nanos wait = 0;                 ///< rejected: time until admission; else 0
 };
 
-/// Describes the binding limit of `d`; `d.count` must be > 0.
-binding_view binding_of(const limit_request& req, const decision& d) noexcept;
+/// Describes tier `index` of `d` (its binding or shadow_binding, not no_binding).
+binding_view binding_of(const limit_request& req, const decision& d, std::uint8_t index) noexcept;
+/// Describes the binding enforced tier of `d` (which must have one).
+inline binding_view binding_of(const limit_request& req, const decision& d) noexcept {
+  return binding_of(req, d, d.binding);
+}
 
 /// X-RateLimit-Reset: the reset instant in Unix seconds, rounded up.
 std::int64_t reset_unix_seconds(const binding_view& b) noexcept;
@@ -35,12 +39,13 @@ std::string_view rejection_reason(tier t) noexcept;
 /// Appends the RateLimit field, `"<level>.<tier>";r=<remaining>;t=<seconds to reset>`.
 void append_ratelimit_field(std::string& out, const binding_view& b, nanos now);
 
-/// The RateLimit-Policy field for limits on `groups`: one item per configured tier,
-/// `"<level>.<tier>";q=<burst>;w=<seconds to refill>`, comma-separated. Computed once per
-/// category and address family when a configuration is loaded.
-std::string policy_field(std::span<const limit_group> groups);
+/// The RateLimit-Policy field for `limits`: one item per configured tier of each enforced
+/// limit, `"<name>.<tier>";q=<burst>;w=<seconds to refill>`, comma-separated (shadowed limits
+/// are left out: the client sees none of them). Computed once per category and address family
+/// when a configuration is loaded.
+std::string policy_field(std::span<const limit_spec* const> limits);
 
-/// Appends the 429 body's detail text: "rate limit exceeded at ipv4_network (short tier)".
-void append_rejection_detail(std::string& out, const binding_view& b);
+/// Appends `<name>.<tier>` of `b` (the value of X-Tollgate-Shadow).
+void append_limit_name(std::string& out, const binding_view& b);
 
 }  // namespace tollgate::limit

@@ -1,5 +1,6 @@
 #include "gateway/limit/memory_store.hpp"
 
+#include <atomic>
 #include <mutex>
 #include <utility>
 
@@ -12,11 +13,32 @@ struct located {
   state_table* table;
   state_location at;
   std::uint32_t lock_rank;  ///< (table, shard): the global lock order
+  std::uint64_t key;        ///< the key stored (a global limit's: its slice)
 };
+
+/// The slice of a global limit this thread decides against first: threads spread over the
+/// slices as they first decide, so workers seldom share one.
+std::uint32_t home_slice() noexcept {
+  static std::atomic<std::uint32_t> next{0};
+  thread_local const std::uint32_t mine = next.fetch_add(1, std::memory_order_relaxed);
+  return mine;
+}
+
+/// Whether every enforced tier that rejected `d` belongs to a sliced global limit, so that
+/// another slice may still admit the request.
+bool only_slices_rejected(const limit_request& req, const decision& d) noexcept {
+  for (std::uint8_t i = 0; i < d.count; ++i) {
+    const limit_outcome& o = d.limits[i];
+    const limit_spec& s = *req.groups[o.group].spec;
+    if (o.wait > 0 && !s.shadow && s.source != key_source::global) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
-memory_store::memory_store(const store_capacity& c, std::uint64_t seed) {
+memory_store::memory_store(const store_capacity& c, std::uint64_t seed, std::uint32_t slices)
+    : slices_(slices == 0 ? 1 : slices) {
   const std::array<std::size_t, table_count> sizes = {c.ipv4_individual, c.ipv4_network,
                                                       c.ipv6_subnet, c.ipv6_provider, c.keyed};
   for (std::size_t i = 0; i < table_count; ++i) {
@@ -24,29 +46,50 @@ memory_store::memory_store(const store_capacity& c, std::uint64_t seed) {
   }
 }
 
-bool memory_store::decide(const limit_request& req, decision& out, completion) {
-  out = decide_now(req);
-  return true;
+gcra_params memory_store::slice_params(const gcra_params& p, std::uint32_t slice) const noexcept {
+  if (slices_ == 1 || p.burst == 0) return p;
+  // Rate / slices each (T * slices), the burst shared out so the slices' bursts sum to it: the
+  // slices together never admit more than the whole limit would.
+  const std::uint32_t burst = p.burst / slices_ + (slice < p.burst % slices_ ? 1 : 0);
+  if (burst == 0) return {p.emission * slices_, 0, 0};
+  const nanos t = p.emission * static_cast<nanos>(slices_);
+  return {t, t * static_cast<nanos>(burst - 1), burst};
 }
 
 void memory_store::prepare(const limit_request& req) noexcept {
+  const std::uint32_t slice = home_slice() % slices_;
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
     const limit_group& group = req.groups[g];
-    state_table& table = *tables_[table_index(group.lvl)];
-    table.prefetch(table.locate(group.key, group.params->scope));
+    state_table& table = *tables_[group.spec->table()];
+    const std::uint64_t key = group.spec->source == key_source::global ? slice : group.key;
+    table.prefetch(table.locate(key, group.spec->scope));
   }
 }
 
-decision memory_store::decide_now(const limit_request& req) noexcept {
+decision memory_store::decide(const limit_request& req) noexcept {
+  const std::uint32_t home = home_slice() % slices_;
+  decision d = decide_once(req, home);
+  if (slices_ == 1 || d.admitted || !only_slices_rejected(req, d)) return d;
+  // This worker's slice of a global limit is spent: the others may have room. Each attempt is
+  // atomic on its own and a rejected one commits nothing, so trying them in turn is safe.
+  for (std::uint32_t k = 1; k < slices_; ++k) {
+    d = decide_once(req, (home + k) % slices_);
+    if (d.admitted || !only_slices_rejected(req, d)) break;
+  }
+  return d;
+}
+
+decision memory_store::decide_once(const limit_request& req, std::uint32_t slice) noexcept {
   const std::uint8_t n = req.group_count;
   std::array<located, max_groups> at;
   for (std::uint8_t g = 0; g < n; ++g) {
     const limit_group& group = req.groups[g];
-    const std::uint8_t t = table_index(group.lvl);
+    const std::uint8_t t = group.spec->table();
     state_table& table = *tables_[t];
-    const state_location where = table.locate(group.key, group.params->scope);
+    const std::uint64_t key = group.spec->source == key_source::global ? slice : group.key;
+    const state_location where = table.locate(key, group.spec->scope);
     table.prefetch(where);
-    at[g] = {&table, where, (std::uint32_t{t} << 24) | where.rank};
+    at[g] = {&table, where, (std::uint32_t{t} << 24) | where.rank, key};
   }
 
   // Take every lock involved once, in (table, stripe) order: no two requests wait on each other
@@ -65,33 +108,42 @@ decision memory_store::decide_now(const limit_request& req) noexcept {
   }
 
   decision d;
-  d.admitted = true;
+  bool enforced_allow = true, shadow_allow = true;
   std::array<state_entry*, max_groups> entries;
   for (std::uint8_t g = 0; g < n; ++g) {
-    const limit_group& group = req.groups[g];
-    entries[g] = at[g].table->find(at[g].at, group.key, group.params->scope);
+    const limit_spec& spec = *req.groups[g].spec;
+    entries[g] = at[g].table->find(at[g].at, at[g].key, spec.scope);
+    bool& allow = spec.shadow ? shadow_allow : enforced_allow;
+    const bool sliced = spec.source == key_source::global;
     for (std::uint8_t t = 0; t < 2; ++t) {
-      const gcra_params& p = group.params->tiers[t];
-      if (p.burst == 0) continue;
+      if (spec.tiers[t].burst == 0) continue;
+      const gcra_params p = sliced ? slice_params(spec.tiers[t], slice) : spec.tiers[t];
       const nanos stored = entries[g] != nullptr ? entries[g]->tat[t] : req.now;
-      const gcra_result r = gcra_check(stored, req.now, req.cost, p);
+      // A slice without burst of its own (a burst smaller than the slice count) admits nothing.
+      const gcra_result r = p.burst == 0 ? gcra_result{false, req.now, p.emission}
+                                         : gcra_check(stored, req.now, req.cost, p);
       d.limits[d.count++] = {r.tat, r.wait, g, static_cast<tier>(t)};
-      d.admitted &= r.allowed;
+      allow &= r.allowed;
     }
   }
+  d.admitted = enforced_allow;
+  d.shadow_limited = enforced_allow && !shadow_allow;
 
-  // Rejected: nothing is written, not even an entry for a new key.
+  // Rejected: nothing is written, not even an entry for a new key. Admitted past a shadowed
+  // limit's rejection: that limit is left as a rejection would leave it.
   if (d.admitted) {
+    auto commits = [&](std::uint8_t g) { return shadow_allow || !req.groups[g].spec->shadow; };
     // Existing entries first: inserting may move entries of the same shard, so pointers found
     // above are used before any insert happens.
     for (std::uint8_t i = 0; i < d.count; ++i) {
       const limit_outcome& o = d.limits[i];
-      if (entries[o.group] != nullptr) entries[o.group]->tat[static_cast<int>(o.tier)] = o.tat;
+      if (entries[o.group] != nullptr && commits(o.group)) {
+        entries[o.group]->tat[static_cast<int>(o.tier)] = o.tat;
+      }
     }
     for (std::uint8_t g = 0; g < n; ++g) {
-      if (entries[g] != nullptr) continue;
-      const limit_group& group = req.groups[g];
-      state_entry* e = at[g].table->insert(at[g].at, group.key, group.params->scope, req.now);
+      if (entries[g] != nullptr || !commits(g)) continue;
+      state_entry* e = at[g].table->insert(at[g].at, at[g].key, req.groups[g].spec->scope, req.now);
       for (std::uint8_t i = 0; i < d.count; ++i) {
         if (d.limits[i].group == g) e->tat[static_cast<int>(d.limits[i].tier)] = d.limits[i].tat;
       }
@@ -103,21 +155,22 @@ decision memory_store::decide_now(const limit_request& req) noexcept {
       at[order[k]].at.lock->unlock();
     }
   }
+  if (slices_ > 1) {
+    // A slice's tat, told as the whole limit's: the debt this slice carries (tat - now, in its
+    // longer emission interval) is the debt of the whole limit divided by the slice count.
+    for (std::uint8_t i = 0; i < d.count; ++i) {
+      limit_outcome& o = d.limits[i];
+      if (req.groups[o.group].spec->source != key_source::global || o.tat <= req.now) continue;
+      o.tat = req.now + (o.tat - req.now) / static_cast<nanos>(slices_);
+    }
+  }
   choose_binding(req, d);
   return d;
 }
 
-std::optional<state_entry> memory_store::lookup(level l, std::uint64_t key,
-                                                std::uint32_t scope) noexcept {
-  return tables_[table_index(l)]->lookup(key, scope);
-}
-
-state_table& memory_store::table_for(level l) noexcept {
-  return *tables_[table_index(l)];
-}
-
-std::size_t memory_store::tracked(level l) const noexcept {
-  return tables_[table_index(l)]->size();
+std::optional<state_entry> memory_store::lookup(const limit_spec& spec,
+                                                std::uint64_t key) noexcept {
+  return tables_[spec.table()]->lookup(key, spec.scope);
 }
 
 }  // namespace tollgate::limit

@@ -3,24 +3,27 @@
 namespace tollgate::limit {
 
 void choose_binding(const limit_request& req, decision& d) noexcept {
-  std::uint8_t best = 0;
-  if (!d.admitted) {
-    for (std::uint8_t i = 1; i < d.count; ++i) {
-      if (d.limits[i].wait > d.limits[best].wait) best = i;
+  std::uint8_t best = no_binding, shadow = no_binding;
+  std::int64_t fewest = INT64_MAX;
+  for (std::uint8_t i = 0; i < d.count; ++i) {
+    const limit_outcome& o = d.limits[i];
+    const limit_spec& spec = *req.groups[o.group].spec;
+    if (spec.shadow) {
+      if (o.wait > 0 && (shadow == no_binding || o.wait > d.limits[shadow].wait)) shadow = i;
+      continue;
     }
-  } else {
-    std::int64_t fewest = INT64_MAX;
-    for (std::uint8_t i = 0; i < d.count; ++i) {
-      const limit_outcome& o = d.limits[i];
-      const auto& p = req.groups[o.group].params->tiers[static_cast<int>(o.tier)];
-      const std::int64_t r = gcra_remaining(o.tat, req.now, p);
-      if (r < fewest) {
-        fewest = r;
-        best = i;
-      }
+    if (!d.admitted) {
+      if (o.wait > 0 && (best == no_binding || o.wait > d.limits[best].wait)) best = i;
+      continue;
+    }
+    const std::int64_t r = gcra_remaining(o.tat, req.now, spec.tiers[static_cast<int>(o.tier)]);
+    if (r < fewest) {
+      fewest = r;
+      best = i;
     }
   }
   d.binding = best;
+  d.shadow_binding = shadow;
 }
 
 }  // namespace tollgate::limit

@@ -5,8 +5,8 @@
 namespace tollgate::metrics {
 
 std::string_view decision_name(decision d) noexcept {
-  constexpr std::string_view names[decision_count] = {"allowed",    "limited", "challenged",
-                                                      "pow_passed", "banned",  "error"};
+  constexpr std::string_view names[decision_count] = {
+      "allowed", "limited", "challenged", "pow_passed", "banned", "shadow_limited", "error"};
   return names[static_cast<std::size_t>(d)];
 }
 
@@ -19,8 +19,8 @@ std::uint16_t name_table::index(std::string_view name) {
   std::lock_guard guard(mutex_);
   const auto it = std::find(names_.begin(), names_.end(), name);
   if (it != names_.end()) return static_cast<std::uint16_t>(it - names_.begin());
-  if (names_.size() == max_names - 1) names_.emplace_back("other");
-  if (names_.size() >= max_names) return static_cast<std::uint16_t>(max_names - 1);
+  if (names_.size() == capacity_ - 1) names_.emplace_back("other");
+  if (names_.size() >= capacity_) return static_cast<std::uint16_t>(capacity_ - 1);
   names_.emplace_back(name);
   return static_cast<std::uint16_t>(names_.size() - 1);
 }

@@ -14,9 +14,23 @@
 
 namespace tollgate::metrics {
 
-/// How a request ended (label `decision` of tollgate_requests_total).
-enum class decision : std::uint8_t { allowed, limited, challenged, pow_passed, banned, error };
-inline constexpr std::size_t decision_count = 6;
+/// How a request ended (label `decision` of tollgate_requests_total); the first six in the
+/// order of policy::outcome.
+enum class decision : std::uint8_t {
+  allowed,
+  limited,
+  challenged,
+  pow_passed,
+  banned,
+  shadow_limited,
+  error
+};
+inline constexpr std::size_t decision_count = 7;
+
+/// Label `mode` of tollgate_rate_limited_total: an enforced rejection, or one a shadowed limit
+/// would have made (DESIGN §12).
+enum class limit_mode : std::uint8_t { enforce, shadow };
+inline constexpr std::array<std::string_view, 2> limit_mode_names = {"enforce", "shadow"};
 /// Label values of `decision`.
 std::string_view decision_name(decision d) noexcept;
 
@@ -41,8 +55,8 @@ inline constexpr std::array<std::string_view, 7> verification_results = {
 
 /// Most distinct names a label may take (categories, upstreams, listeners); more share "other".
 inline constexpr std::size_t max_names = 64;
-/// Most address and keyed levels (limit::level_count).
-inline constexpr std::size_t levels = 6;
+/// Most distinct limit names (label `level`); more share "other".
+inline constexpr std::size_t max_limit_names = 16;
 /// Upper bounds of the histogram buckets, in seconds.
 inline constexpr std::array<double, 12> limiter_buckets = {1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6,
                                                            1e-5, 2.5e-5, 5e-5, 1e-4, 1e-3,   1e-2};
@@ -81,8 +95,11 @@ struct histogram {
 /// One worker's counters.
 struct worker_counters {
   std::array<std::array<counter, decision_count>, max_names> requests;  ///< [category][decision]
-  std::array<std::array<std::array<counter, 2>, levels>, max_names>
-      rate_limited;  ///< [cat][level][tier]
+  /// [category][limit name][tier][mode] rejections by the binding limit
+  std::array<std::array<std::array<std::array<counter, 2>, 2>, max_limit_names>, max_names>
+      rate_limited;
+  /// [category][limit name] requests without the limit's key, so not limited by it
+  std::array<std::array<counter, max_limit_names>, max_names> unkeyed;
   std::array<std::array<counter, upstream_error_count>, max_names>
       upstream_errors;  ///< [upstream][kind]
   std::array<histogram<upstream_buckets.size()>, max_names> upstream_duration;  ///< [upstream]
@@ -103,12 +120,15 @@ struct worker_counters {
 /// Thread safety: all members lock; used at load and scrape time only.
 class name_table {
  public:
+  /// A table of at most `capacity` names (the last one "other").
+  explicit name_table(std::size_t capacity = max_names) : capacity_(capacity) {}
   /// The index of `name` (new names get the next one; past max_names - 1, "other").
   std::uint16_t index(std::string_view name);
   /// Every name so far, by index.
   std::vector<std::string> names() const;
 
  private:
+  std::size_t capacity_;            ///< most names, "other" included
   mutable std::mutex mutex_;        ///< guards names_
   std::vector<std::string> names_;  ///< by index
 };

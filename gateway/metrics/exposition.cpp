@@ -65,6 +65,7 @@ MetricFamily family(std::string name, std::string help, MetricType type) {
 std::string render(const std::vector<const worker_counters*>& workers, const registry& r,
                    const scrape_values& values) {
   const auto categories = r.categories.names();
+  const auto limit_names = r.limits.names();
   const auto upstreams = r.upstreams.names();
   const auto listeners = r.listeners.names();
   std::vector<MetricFamily> out;
@@ -72,7 +73,12 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   auto requests =
       family("tollgate_requests_total", "Requests by category and decision.", MetricType::Counter);
   auto limited = family("tollgate_rate_limited_total",
-                        "Requests rejected by a limit, by the binding limit.", MetricType::Counter);
+                        "Requests rejected by a limit, by the binding limit; mode shadow: would "
+                        "have been rejected by a shadowed limit.",
+                        MetricType::Counter);
+  auto unkeyed = family("tollgate_unkeyed_requests_total",
+                        "Requests without a limit's key, which that limit therefore left alone.",
+                        MetricType::Counter);
   for (std::size_t c = 0; c < categories.size(); ++c) {
     for (std::size_t d = 0; d < decision_count; ++d) {
       requests.metric.push_back(counter_metric(
@@ -82,22 +88,31 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
             return w.requests[c][d];
           }))));
     }
-    for (std::size_t l = 0; l < levels; ++l) {
+    for (std::size_t l = 0; l < limit_names.size(); ++l) {
       for (std::size_t t = 0; t < 2; ++t) {
-        const auto n = sum(workers, [&](const worker_counters& w) -> const counter& {
-          return w.rate_limited[c][l][t];
-        });
-        if (n == 0) continue;  // only limits that ever bound
-        limited.metric.push_back(
-            counter_metric({{"category", categories[c]},
-                            {"level", std::string(core::level_name(static_cast<core::level>(l)))},
-                            {"tier", std::string(core::tier_name(static_cast<core::tier>(t)))}},
-                           static_cast<double>(n)));
+        for (std::size_t m = 0; m < limit_mode_names.size(); ++m) {
+          const auto n = sum(workers, [&](const worker_counters& w) -> const counter& {
+            return w.rate_limited[c][l][t][m];
+          });
+          if (n == 0) continue;  // only limits that ever bound
+          limited.metric.push_back(
+              counter_metric({{"category", categories[c]},
+                              {"level", limit_names[l]},
+                              {"tier", std::string(core::tier_name(static_cast<core::tier>(t)))},
+                              {"mode", std::string(limit_mode_names[m])}},
+                             static_cast<double>(n)));
+        }
       }
+      const auto n =
+          sum(workers, [&](const worker_counters& w) -> const counter& { return w.unkeyed[c][l]; });
+      if (n == 0) continue;
+      unkeyed.metric.push_back(counter_metric(
+          {{"category", categories[c]}, {"level", limit_names[l]}}, static_cast<double>(n)));
     }
   }
   out.push_back(std::move(requests));
   out.push_back(std::move(limited));
+  out.push_back(std::move(unkeyed));
 
   auto errors = family("tollgate_upstream_errors_total", "Failed upstream exchanges by kind.",
                        MetricType::Counter);

@@ -18,6 +18,7 @@ struct registry {
   name_table upstreams;                      ///< label `upstream`
   name_table listeners;                      ///< label `listener`
   name_table reasons;                        ///< label `reason` (violation reasons)
+  name_table limits{max_limit_names};        ///< label `level` (limit names)
   std::atomic<std::uint64_t> reloads_ok{0};  ///< tollgate_config_reloads_total{result="success"}
   std::atomic<std::uint64_t> reloads_failed{
       0};  ///< tollgate_config_reloads_total{result="failure"}

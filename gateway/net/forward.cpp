@@ -155,8 +155,9 @@ void upstream_head(const request_parser& parser, const forward_request& r, conne
     host += ':';
     core::append_decimal(host, endpoint.port);
   }
-  render_upstream_head(sc.head, parser,
-                       {sc.forwarded_for, r.tls ? "https" : "http", real_ip, host});
+  render_upstream_head(
+      sc.head, parser,
+      {sc.forwarded_for, r.tls ? "https" : "http", real_ip, host, sc.fields.shadow});
 }
 
 /// Records the violations an upstream response reports: its X-Tollgate-Violation fields and
@@ -215,9 +216,14 @@ task<bool> answer_failure(worker& w, const forward_request& r, deadline_watch& w
   // a co_await argument list twice.
   const std::string body =
       upstream_problem(timeout, r.snap.config.upstreams[r.route.upstream].name, what);
-  const auto status = timeout ? http::status::gateway_timeout : http::status::bad_gateway;
-  co_return co_await write_local(watch, sc, r.version, status, body, &sc.fields, keep_alive,
-                                 duration_of(r.snap.config.limits.body_timeout));
+  const local_answer answer{timeout ? http::status::gateway_timeout : http::status::bad_gateway,
+                            body,
+                            {},
+                            &sc.fields,
+                            keep_alive,
+                            r.version,
+                            duration_of(r.snap.config.limits.body_timeout)};
+  co_return co_await write_local(watch, sc, answer);
 }
 
 /// Whether RFC 9110 §9.2.2 lets a request be sent again after a failure: an idempotent method.
@@ -292,13 +298,15 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
       // client's, whose framing was not followed to its end.
       if (ec == http::error::body_limit) {
         const std::string body = problem_body(413, "Content Too Large", "request body too large");
-        co_await write_local(watch, sc, r.version, http::status::payload_too_large, body,
-                             &sc.fields, false, body_timeout);
+        const local_answer answer{
+            http::status::payload_too_large, body, {}, &sc.fields, false, r.version, body_timeout};
+        co_await write_local(watch, sc, answer);
       } else if (ec == http::error::header_limit) {
         const std::string body =
             problem_body(400, "Bad Request", "chunk extensions or trailers too large");
-        co_await write_local(watch, sc, r.version, http::status::bad_request, body, &sc.fields,
-                             false, body_timeout);
+        const local_answer answer{
+            http::status::bad_request, body, {}, &sc.fields, false, r.version, body_timeout};
+        co_await write_local(watch, sc, answer);
       }
       // Otherwise the client stopped sending its body (gone, malformed or too slow): not the
       // upstream's failure, and nobody is left to answer.

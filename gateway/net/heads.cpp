@@ -65,11 +65,11 @@ void append_end_to_end(std::string& out, const fields& f, Ours ours) {
 }
 
 /// Request fields the gateway sets or consumes: the forwarding ones, Expect (answered here),
-/// and the proof of work (spent here).
+/// the proof of work (spent here), and the shadow announcement (a client's would be a lie).
 bool is_forwarding_field(std::string_view name) noexcept {
   return core::iequals(name, "x-forwarded-for") || core::iequals(name, "x-forwarded-proto") ||
          core::iequals(name, "x-real-ip") || core::iequals(name, "expect") ||
-         core::iequals(name, "x-pow-solution");
+         core::iequals(name, pow_solution_field) || core::iequals(name, shadow_field);
 }
 
 bool is_rate_limit_field(std::string_view name) noexcept {
@@ -115,6 +115,7 @@ void render_upstream_head(std::string& out, const request_parser& parser,
   append_line(out, "X-Forwarded-For", added.forwarded_for);
   append_line(out, "X-Forwarded-Proto", added.proto);
   append_line(out, "X-Real-IP", added.real_ip);
+  if (!added.shadow.empty()) append_line(out, shadow_field, added.shadow);
   if (parser.chunked()) {
     out += "Transfer-Encoding: chunked\r\n";
   } else if (const auto length = parser.content_length()) {

@@ -14,6 +14,10 @@ namespace tollgate::net {
 
 /// Reported by an upstream, recorded as a violation, never shown to the client (DESIGN §5).
 inline constexpr std::string_view violation_field = "X-Tollgate-Violation";
+/// Told to the upstream: the shadowed limit that would have rejected the request (DESIGN §12).
+inline constexpr std::string_view shadow_field = "X-Tollgate-Shadow";
+/// The proof of work a client sends (DESIGN §5); spent here, never forwarded.
+inline constexpr std::string_view pow_solution_field = "X-PoW-Solution";
 
 /// Appends the rate-limit header lines of DESIGN §4 (nothing when the request carried no
 /// limits; Retry-After and X-RateLimit-Reason only for a rejection).
@@ -25,6 +29,7 @@ struct upstream_fields {
   std::string_view proto;          ///< X-Forwarded-Proto
   std::string_view real_ip;        ///< X-Real-IP
   std::string_view host;           ///< Host, when the request has none (HTTP/1.0); else ""
+  std::string_view shadow;         ///< X-Tollgate-Shadow (DESIGN §12), or ""
 };
 
 /// Renders the head of `req` for the upstream into `out`, with the forwarding headers of

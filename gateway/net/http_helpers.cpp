@@ -21,21 +21,8 @@ error_code write_now(tcp_socket& s, std::span<asio::const_buffer>& rest) {
   return {};
 }
 
-std::string problem_body(int status, std::string_view title, std::string_view detail) {
-  std::string out = R"({"type":"about:blank","title":")";
-  out += title;
-  out += R"(","status":)";
-  out += std::to_string(status);
-  out += R"(,"detail":")";
-  out += detail;
-  out += R"("})";
-  return out;
-}
-
-task<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned version,
-                       http::status status, std::string_view body,
-                       const policy::rate_limit_fields* rate_limit, bool keep_alive,
-                       std::chrono::nanoseconds timeout, std::string_view extra_fields) {
+task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const local_answer& a) {
+  const auto [status, body, extra_fields, rate_limit, keep_alive, version, timeout] = a;
   sc.status = static_cast<unsigned>(status);
   std::string& head = sc.head;
   head.clear();

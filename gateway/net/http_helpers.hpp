@@ -21,7 +21,9 @@
 #include "gateway/net/client_stream.hpp"
 #include "gateway/net/deadline.hpp"
 #include "gateway/net/messages.hpp"
+#include "gateway/net/problem.hpp"
 #include "gateway/net/snapshot.hpp"
+#include "gateway/policy/gate.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/router.hpp"
 #include "gateway/policy/verdict.hpp"
@@ -45,6 +47,11 @@ struct request_in_hand {
   const policy::route* route = nullptr;             ///< where an admitted request goes
   core::address client;                             ///< the address it was charged to
   policy::client_subjects who;                      ///< the client as violation counters know it
+  policy::gate_input gate;                          ///< what the gate was told of it
+  policy::gate_verdict verdict;                     ///< what the gate answered
+  limit::limit_request limits;                      ///< the limits it asks the store about
+  limit::decision decision;                         ///< the store's decision on them
+  std::uint32_t unkeyed = 0;  ///< slots of limits whose key it lacks (counted, not applied)
   metrics::decision outcome = metrics::decision::allowed;  ///< for the access log
   std::chrono::steady_clock::time_point started;           ///< for the access log, when on
 };
@@ -85,8 +92,8 @@ struct connection_scratch {
   std::array<char, 16 * 1024> body;  ///< one chunk of a body being relayed
   std::string head;                  ///< the head being sent (upstream or client)
   field_arena arena;                 ///< header fields of the current request and response
-  policy::challenge_answer answer;   ///< header lines and body of a 428 or 403
-  std::string problem;               ///< body of a 400, 413 or 431 answered by the gateway
+  std::string problem;               ///< body of an answer made by the gateway (400, 403, 428, 429)
+  std::string problem_fields;        ///< its further header lines (428, 403)
   request_in_hand request;           ///< the request being served
   std::optional<forward_request> forwarding;  ///< what forward() is told of it, when admitted
   unsigned status = 0;  ///< status of the response sent for the current request (access log)
@@ -221,16 +228,19 @@ inline task<error_code> write_all(client_stream& s, std::span<asio::const_buffer
   co_return ec;
 }
 
-/// An RFC 9457 problem+json body; `detail` must not need JSON escaping.
-std::string problem_body(int status, std::string_view title, std::string_view detail);
+/// An answer the gateway makes itself (problem+json).
+struct local_answer {
+  http::status status = http::status::ok;           ///< its status
+  std::string_view body;                            ///< its body (alive until written)
+  std::string_view extra_fields;                    ///< further header lines, each with CRLF
+  const policy::rate_limit_fields* rate = nullptr;  ///< rate-limit fields, when checked
+  bool keep_alive = false;                          ///< the connection stays open afterwards
+  unsigned version = 11;                            ///< the client's HTTP version
+  std::chrono::nanoseconds timeout{0};              ///< for the whole write
+};
 
-/// Writes a problem+json response made by the gateway itself, its head rendered into the
-/// connection's head buffer and sent with `body` in one write; records its status. `body`
-/// must stay alive until this completes. `extra_fields` are further header lines, each ending
-/// in CRLF. Returns whether the connection stays open.
-task<bool> write_local(deadline_watch& watch, connection_scratch& sc, unsigned version,
-                       http::status status, std::string_view body,
-                       const policy::rate_limit_fields* rate_limit, bool keep_alive,
-                       std::chrono::nanoseconds timeout, std::string_view extra_fields = {});
+/// Writes `a`, its head rendered into the connection's head buffer and sent with the body in
+/// one write; records its status. Returns whether the connection stays open.
+task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const local_answer& a);
 
 }  // namespace tollgate::net

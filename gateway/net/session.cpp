@@ -16,8 +16,6 @@ namespace tollgate::net {
 
 namespace {
 
-constexpr std::string_view pow_solution_field = "X-PoW-Solution";
-
 /// Header lookup for the router, which sees no Beast types.
 std::string_view header_of(const void* fields, std::string_view name) {
   const auto& f = *static_cast<const net::fields*>(fields);
@@ -181,125 +179,101 @@ core::address client_address_of(const fields& f, const core::address& peer,
   return policy::client_address(peer, std::span(forwarded.data(), n), trusted);
 }
 
-/// Counts a rejection by the limits under its binding limit.
-void count_limited(metrics::worker_counters& c, std::uint16_t category,
-                   const limit::limit_request& req, const limit::decision& d) {
-  const auto& binding = d.limits[d.binding];
-  c.rate_limited[category][static_cast<std::size_t>(req.groups[binding.group].lvl)]
-                [static_cast<std::size_t>(binding.tier)]
-                    .add();
+/// The label of tollgate_requests_total for a gate outcome.
+metrics::decision decision_of(policy::outcome o) noexcept {
+  static_assert(static_cast<int>(metrics::decision::shadow_limited) ==
+                static_cast<int>(policy::outcome::shadow_limited));
+  return static_cast<metrics::decision>(o);
 }
 
-/// What becomes of a request.
-struct plan {
-  bool forward = false;                                    ///< admitted: forward it
-  http::status status = http::status::ok;                  ///< otherwise the answer's status
-  std::string_view body;                                   ///< the answer's body
-  std::string_view extra_fields;                           ///< its further header lines
-  const policy::rate_limit_fields* rate = nullptr;         ///< its rate-limit fields, if checked
-  metrics::decision outcome = metrics::decision::allowed;  ///< for tollgate_requests_total
-};
-
-/// A 428 with a new challenge of `bits` for `who`; counts the challenge.
-plan challenge(worker& w, const snapshot& snap, const policy::category_limits& category,
-               const policy::client_subjects& who, unsigned bits, const policy::proof& p,
-               connection_scratch& sc, std::int64_t now_s) {
-  sc.answer = policy::make_challenge(w.shared.pow, who, category.pow, bits, p.failure, now_s);
-  w.counters.pow_challenges[snap.metric_of(category)].add();
-  return {false,   http::status::precondition_required, sc.answer.body, sc.answer.fields,
-          nullptr, metrics::decision::challenged};
-}
-
-/// Whether only address levels rejected `d`: a proof may pay for those, never for a global or
-/// identity limit (DESIGN §5).
-bool only_address_limits_rejected(const limit::limit_request& req, const limit::decision& d) {
-  for (std::size_t i = 0; i < d.count; ++i) {
-    const auto& o = d.limits[i];
-    if (o.wait > 0 && req.groups[o.group].lvl >= limit::level::global) return false;
+/// Applies what the gate asks besides its answer: proof results to count, a violation to
+/// record, a challenge to count.
+void apply_effects(worker& w, const request_in_hand& r) {
+  const policy::gate_verdict& v = r.verdict;
+  const auto& snap = *r.snap;
+  if (v.effects.verification) {
+    w.counters.pow_verifications[static_cast<std::size_t>(*v.effects.verification)].add();
   }
-  return true;
+  if (v.effects.extra_valid) w.counters.pow_verifications[0].add();
+  if (v.effects.pow_failed) {
+    record_violation(w, snap, r.who, snap.policy.violations().pow_failed, r.gate.now);
+  }
+  if (v.result == policy::outcome::challenged) {
+    w.counters.pow_challenges[snap.metric_of(*r.gate.category)].add();
+  }
 }
 
-/// Decides a request in the order of DESIGN §5: a ban, then a proof the client's violations
-/// require, then the limits (with pay-to-pass when the category has it). Fills the rate-limit
-/// fields of `sc` when the limits were checked.
-plan decide_request(worker& w, const snapshot& snap, const policy::category_limits& category,
-                    const core::address& client, const policy::client_subjects& who,
-                    std::string_view identity, std::string_view solution, connection_scratch& sc) {
-  auto& guard = w.shared.pow;
-  const core::nanos now = w.shared.clock.now();
-  const std::int64_t now_s = now / core::ns_per_s;
-  sc.fields.present = false;
-  if (const auto until = guard.violations().banned_until(who.individual, now)) {
-    sc.answer = policy::make_ban_answer(core::ceil_seconds(*until - now));
-    return {false,   http::status::forbidden,  sc.answer.body, sc.answer.fields,
-            nullptr, metrics::decision::banned};
-  }
-  policy::proof p = policy::check_proof(guard, solution, who, category.pow, now_s);
-  // A proof's result is counted once its fate is known (spent, or refused and why).
-  auto counted = [&](plan out) {
-    if (p.sent) w.counters.pow_verifications[static_cast<std::size_t>(p.failure)].add();
-    return out;
+/// Counts what the limits did to a request: the binding rejection (enforced, or shadowed) and
+/// the limits its keys were missing for.
+void count_limits(worker& w, const request_in_hand& r) {
+  const auto& snap = *r.snap;
+  const auto& category = *r.gate.category;
+  const std::size_t c = snap.metric_of(category);
+  const auto& labels = snap.limit_metric[snap.index_of(category)];
+  const limit::decision& d = r.decision;
+  auto count = [&](std::uint8_t index, metrics::limit_mode mode) {
+    const limit::limit_outcome& o = d.limits[index];
+    const std::uint16_t l = labels[r.limits.groups[o.group].spec->slot];
+    w.counters.rate_limited[c][l][static_cast<std::size_t>(o.tier)][static_cast<std::size_t>(mode)]
+        .add();
   };
-  auto refuse = [&](unsigned bits) {
-    // A proof already spent on this request was honest: a second payment is asked for, with no
-    // reason and no violation. Any other failed proof counts against the client's network,
-    // except one that merely expired.
-    if (p.spent) p = {};
-    if (p.sent && p.failure != pow::proof_failure::expired) {
-      record_violation(w, snap, who, snap.policy.violations().pow_failed, now);
-    }
-    return challenge(w, snap, category, who, bits, p, sc, now_s);
-  };
-  bool paid = false;
-  if (category.pow.enabled) {
-    const unsigned n = guard.violations().requirement(who.individual, who.network, now);
-    const unsigned bits = pow::required_bits(n, category.pow.base_bits, category.pow.step_bits,
-                                             category.pow.max_bits);
-    if (n > 0 && !(paid = policy::spend_proof(guard, p, bits, now_s))) return counted(refuse(bits));
+  if (!d.admitted && d.binding != limit::no_binding) count(d.binding, metrics::limit_mode::enforce);
+  if (d.shadow_limited) count(d.shadow_binding, metrics::limit_mode::shadow);
+  for (std::uint32_t bits = r.unkeyed; bits != 0; bits &= bits - 1) {
+    w.counters.unkeyed[c][labels[static_cast<std::size_t>(__builtin_ctz(bits))]].add();
   }
-
-  const auto lreq = snap.policy.request(category, client, identity, now);
-  limit::decision d;
-  // The in-process store answers at once; an asynchronous one would complete on this
-  // worker's io_context (Redis, DESIGN §11), which this session does not await yet.
-  const auto check_start = std::chrono::steady_clock::now();
-  w.shared.limiter.decide(lreq, d, {});
-  w.counters.limiter_check.observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count(),
-      metrics::limiter_buckets);
-  policy::describe(lreq, d, category, client.family(), sc.fields);
-  if (d.admitted) {
-    if (p.sent && !p.spent) policy::spend_proof(guard, p, 0, now_s);  // sent, so spent
-    return counted({true, http::status::ok, {}, {}, &sc.fields, metrics::decision::allowed});
-  }
-  count_limited(w.counters, snap.metric_of(category), lreq, d);
-  if (!category.pow.on_limit || !only_address_limits_rejected(lreq, d)) {
-    return counted({false,
-                    http::status::too_many_requests,
-                    sc.fields.body,
-                    {},
-                    &sc.fields,
-                    metrics::decision::limited});
-  }
-  // Pay to pass: a proof admits this one request past the limits, committing nothing.
-  if (policy::spend_proof(guard, p, category.pow.on_limit_bits, now_s)) {
-    return counted({true, http::status::ok, {}, {}, &sc.fields, metrics::decision::pow_passed});
-  }
-  // A proof that went to the violations' requirement was valid: counted so here, since
-  // refuse() forgets it.
-  if (paid) w.counters.pow_verifications[0].add();
-  plan out = refuse(category.pow.on_limit_bits);
-  out.rate = &sc.fields;  // it went through the limits
-  return counted(out);
 }
 
 /// What serve() does with a request whose head was read (or could not be).
 enum class next_step {
-  close,   ///< the connection ended: nothing to answer
-  answer,  ///< a local answer (request.status, body, ...), then close unless keep_open
-  forward  ///< admitted: to the upstream of request.route
+  close,       ///< the connection ended: nothing to answer
+  answer,      ///< a local answer (request.status, body, ...), then close unless keep_open
+  ask_limits,  ///< the gate wants the store's decision on request.limits
+  forward      ///< admitted: to the upstream of request.route
 };
+
+/// Turns the gate's verdict into the next step: counts the request, applies the effects, and
+/// renders a refusal into the scratch.
+next_step conclude(worker& w, connection_scratch& sc) {
+  request_in_hand& r = sc.request;
+  const policy::gate_verdict& v = r.verdict;
+  apply_effects(w, r);
+  r.outcome = decision_of(v.result);
+  w.counters.requests[r.snap->metric_of(*r.gate.category)][static_cast<std::size_t>(r.outcome)]
+      .add();
+  if (v.forward()) return next_step::forward;
+  r.rate = v.limits_checked ? &sc.fields : nullptr;
+  switch (v.result) {
+    case policy::outcome::banned:
+      r.status = http::status::forbidden;
+      write_banned(sc.problem, sc.problem_fields, v.retry_after);
+      break;
+    case policy::outcome::challenged:
+      r.status = http::status::precondition_required;
+      write_challenge(sc.problem, sc.problem_fields, v.challenge);
+      break;
+    default:  // limited
+      r.status = http::status::too_many_requests;
+      write_limited_body(sc.problem, sc.fields);
+      sc.problem_fields.clear();
+      break;
+  }
+  r.body = sc.problem;
+  r.extra_fields = sc.problem_fields;
+  // The body, if any, is not read: close afterwards rather than parse what we refuse.
+  r.keep_open = r.keep_alive && r.parser->is_done();
+  return next_step::answer;
+}
+
+/// Step 2 of the gate, once the store has decided request.limits.
+next_step after_limits(worker& w, connection_scratch& sc) {
+  request_in_hand& r = sc.request;
+  const auto& category = *r.gate.category;
+  policy::describe(r.limits, r.decision, category, r.client.family(), sc.fields);
+  w.shared.gate.after_limits(r.gate, r.limits, r.decision, r.verdict);
+  count_limits(w, r);
+  return conclude(w, sc);
+}
 
 /// Starts the request in hand: a fresh parser under the configuration in force now (which
 /// serves the whole request); the fields of the previous request and response are gone.
@@ -319,6 +293,7 @@ void begin_request(worker& w, connection_scratch& sc) {
 next_step refuse_head(request_in_hand& r, connection_scratch& sc, http::status status,
                       std::string body) {
   sc.problem = std::move(body);
+  sc.problem_fields.clear();
   r.status = status;
   r.body = sc.problem;
   r.extra_fields = {};
@@ -354,24 +329,61 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   r.route = &snap.router.match({sv(req.method_string()), sc.path, &header_of, &req.base()});
   r.client = client_address_of(req.base(), peer, snap.config.trusted_proxies);
   const auto& category = *r.route->category;
-  const std::string_view identity = category.identity_header.empty()
-                                        ? std::string_view()
-                                        : header_of(&req.base(), category.identity_header);
   r.who = policy::subjects_of(r.client, snap.policy.prefixes());
   // A category without proof of work has no use for a proof (it is still removed upstream).
   const bool pow_category = category.pow.enabled || category.pow.on_limit;
-  const auto solution = pow_category ? sv(req[pow_solution_field]) : std::string_view();
-  const plan pl = decide_request(w, snap, category, r.client, r.who, identity, solution, sc);
-  r.outcome = pl.outcome;
-  w.counters.requests[snap.metric_of(category)][static_cast<std::size_t>(pl.outcome)].add();
-  if (pl.forward) return next_step::forward;
-  r.status = pl.status;
-  r.body = pl.body;
-  r.extra_fields = pl.extra_fields;
-  r.rate = pl.rate;
-  // The body, if any, is not read: close afterwards rather than parse what we refuse.
+  r.gate = {&category, &r.who, pow_category ? sv(req[pow_solution_field]) : std::string_view(),
+            w.shared.clock.now()};
+  sc.fields.present = false;
+  sc.fields.shadow.clear();
+  w.shared.gate.before_limits(r.gate, r.verdict);
+  if (!r.verdict.ask_limits) return conclude(w, sc);
+  const policy::key_sources keys{&header_of, &req.base(), sv(req.target())};
+  r.limits = snap.policy.request(category, r.client, keys, r.route->cost, r.gate.now, r.unkeyed);
+  return next_step::ask_limits;
+}
+
+/// Asks the store for its decision on the request's limits and, when it answers at once (the
+/// in-process store always does), takes the gate's second step. `ask_limits` when the store
+/// will answer later: then await_limits.
+next_step decide_limits(worker& w, connection_scratch& sc) {
+  request_in_hand& r = sc.request;
+  if (r.limits.group_count == 0) {
+    // Nothing to ask (every limit's key missing, or a category without limits): admitted.
+    r.decision = limit::decision{};
+    r.decision.admitted = true;
+    return after_limits(w, sc);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (!w.shared.store.try_decide(r.limits, r.decision)) return next_step::ask_limits;
+  w.counters.limiter_check.observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      metrics::limiter_buckets);
+  return after_limits(w, sc);
+}
+
+/// Awaits the decision of a store that answers later (Redis, DESIGN §11) on this worker's
+/// event loop, the request's state waiting in the scratch, then takes the gate's second step.
+/// A store that fails to decide gets 503.
+task<next_step> await_limits(worker& w, connection_scratch& sc) {
+  request_in_hand& r = sc.request;
+  const auto start = std::chrono::steady_clock::now();
+  auto [ec] = co_await store::async_decide(w.shared.store, r.limits, r.decision, use_tuple);
+  w.counters.limiter_check.observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      metrics::limiter_buckets);
+  if (!ec) co_return after_limits(w, sc);
+  r.outcome = metrics::decision::error;
+  w.counters.requests[r.snap->metric_of(*r.gate.category)][static_cast<std::size_t>(r.outcome)]
+      .add();
+  sc.problem = problem_body(503, "Service Unavailable", "the limiter store did not answer");
+  sc.problem_fields.clear();
+  r.status = http::status::service_unavailable;
+  r.body = sc.problem;
+  r.extra_fields = {};
+  r.rate = nullptr;
   r.keep_open = r.keep_alive && r.parser->is_done();
-  return next_step::answer;
+  co_return next_step::answer;
 }
 
 /// One access log line for the request in hand (only when the access log is on: nothing is
@@ -515,14 +527,25 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
                                        limits.max_header_bytes, duration_of(limits.header_timeout));
     }
     const worker_count busy(w.in_flight);  // graceful stop waits for these
+    next_step step = plan_request(w, *sc, peer, rec);
+    if (step == next_step::ask_limits) step = decide_limits(w, *sc);
+    if (step == next_step::ask_limits) step = co_await await_limits(w, *sc);
     bool stay = false;
-    switch (plan_request(w, *sc, peer, rec)) {
+    switch (step) {
       case next_step::close:
         co_return;
-      case next_step::answer:
-        stay = co_await write_local(watch, *sc, r.version, r.status, r.body, r.rate, r.keep_open,
-                                    duration_of(limits.body_timeout), r.extra_fields);
+      case next_step::ask_limits:  // await_limits never returns it
+      case next_step::answer: {
+        const local_answer answer{r.status,
+                                  r.body,
+                                  r.extra_fields,
+                                  r.rate,
+                                  r.keep_open,
+                                  r.version,
+                                  duration_of(limits.body_timeout)};
+        stay = co_await write_local(watch, *sc, answer);
         break;
+      }
       case next_step::forward:
         sc->forwarding.emplace(*r.snap, *r.route, peer, r.client, peer_text, l.tls, r.keep_alive,
                                r.version, r.who, !r.has_host);

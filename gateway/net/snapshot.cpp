@@ -68,10 +68,10 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
   return out;
 }
 
-snapshot::snapshot(config::gateway_config c, limit::scope_registry& scopes, core::siphash_key key,
-                   metrics::registry& metrics, policy::pow_state& pow)
+snapshot::snapshot(config::gateway_config c, core::siphash_key key, metrics::registry& metrics,
+                   policy::pow_state& pow)
     : config(std::move(c)),
-      policy(config.policy, scopes, key),
+      policy(config.policy, key),
       router(config, policy),
       upstream_endpoints(resolve_all(config)),
       tls(make_tls_contexts(config)) {
@@ -80,6 +80,9 @@ snapshot::snapshot(config::gateway_config c, limit::scope_registry& scopes, core
   // Label indices are fixed here, so that counting a request never looks a label up.
   for (const auto& category : policy.categories()) {
     category_metric.push_back(metrics.categories.index(category.name));
+    auto& limits = limit_metric.emplace_back();
+    for (const auto& l : category.limits)
+      limits.push_back(metrics.limits.index(l.name));
   }
   for (const auto& u : config.upstreams)
     upstream_metric.push_back(metrics.upstreams.index(u.name));

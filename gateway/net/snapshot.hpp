@@ -33,6 +33,8 @@ struct snapshot {
   std::vector<std::uint16_t> upstream_metric;  ///< metric label index per upstream
   std::vector<std::uint16_t> reason_metric;    ///< metric label index per violation reason
   std::vector<std::size_t> reason_slot;        ///< pow_state::slot per violation reason
+  /// Per compiled category, the label index (`level`) of each of its limits, by slot.
+  std::vector<std::vector<std::uint16_t>> limit_metric;
   /// Per listener, its TLS context (null: plain). Built with the snapshot, so a reload picks
   /// up renewed certificates for new connections.
   std::vector<std::shared_ptr<asio::ssl::context>> tls;
@@ -42,8 +44,8 @@ struct snapshot {
 
   /// Compiles `c`; resolves every upstream endpoint now (throws config::error when a name
   /// does not resolve).
-  snapshot(config::gateway_config c, limit::scope_registry& scopes, core::siphash_key key,
-           metrics::registry& metrics, policy::pow_state& pow);
+  snapshot(config::gateway_config c, core::siphash_key key, metrics::registry& metrics,
+           policy::pow_state& pow);
 
   /// The TLS context of listener `name`, or null.
   std::shared_ptr<asio::ssl::context> tls_context(std::string_view name) const {
@@ -52,9 +54,13 @@ struct snapshot {
     }
     return nullptr;
   }
+  /// The index of `category` (a category of `policy`) in policy order.
+  std::size_t index_of(const policy::category_limits& category) const noexcept {
+    return static_cast<std::size_t>(&category - policy.categories().data());
+  }
   /// The metric label index of `category` (a category of `policy`).
   std::uint16_t metric_of(const policy::category_limits& category) const noexcept {
-    return category_metric[static_cast<std::size_t>(&category - policy.categories().data())];
+    return category_metric[index_of(category)];
   }
 };
 

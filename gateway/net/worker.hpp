@@ -8,7 +8,6 @@
 #include <string>
 
 #include "gateway/core/clock.hpp"
-#include "gateway/limit/limiter.hpp"
 #include "gateway/metrics/counters.hpp"
 #include "gateway/net/address_slots.hpp"
 #include "gateway/net/asio.hpp"
@@ -16,16 +15,19 @@
 #include "gateway/net/http_helpers.hpp"
 #include "gateway/net/snapshot.hpp"
 #include "gateway/net/upstream_pool.hpp"
+#include "gateway/policy/gate.hpp"
 #include "gateway/policy/pow_gate.hpp"
+#include "gateway/store/decision_store.hpp"
 
 namespace tollgate::net {
 
 /// What every worker shares with the others.
-/// Thread safety: both are thread-safe.
+/// Thread safety: every member is thread-safe.
 struct shared_state {
-  limit::limiter& limiter;   ///< the limiter store
-  const core::clock& clock;  ///< time for decisions and headers
-  policy::pow_state& pow;    ///< challenges, replay cache, violation counters, bans
+  store::decision_store& store;  ///< the limiter store
+  const core::clock& clock;      ///< time for decisions and headers
+  policy::pow_state& pow;        ///< challenges, replay cache, violation counters, bans
+  policy::gate gate{pow};        ///< DESIGN §5's order, over `pow`
 };
 
 /// A listener as sessions see it.

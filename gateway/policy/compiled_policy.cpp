@@ -2,61 +2,129 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 
+#include "gateway/config/error.hpp"
+#include "gateway/core/text.hpp"
 #include "gateway/limit/headers.hpp"
+#include "gateway/policy/keys.hpp"
 
 namespace tollgate::policy {
 
 namespace {
 
+using limit::key_source;
 using limit::level;
 
-/// Stable name of a limit's state: changing a prefix or identity header starts it afresh,
-/// changing only rates or bursts keeps it (the stored tat stays meaningful).
-std::string scope_name(const std::string& category, level l, const config::category_config& c,
-                       const limit::level_prefixes& p) {
-  std::string name = category + "/" + std::string(limit::level_name(l));
-  if (l < level::global) name += "/" + std::to_string(limit::prefix_of(l, p));
-  if (l == level::identity) {
-    std::string header = c.limits[static_cast<std::size_t>(l)]->header;
-    std::transform(header.begin(), header.end(), header.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    name += "/" + header;
+key_source source_of(config::key_kind k) {
+  switch (k) {
+    case config::key_kind::address:
+      return key_source::address;
+    case config::key_kind::header:
+      return key_source::header;
+    case config::key_kind::query:
+      return key_source::query;
+    case config::key_kind::cookie:
+      return key_source::cookie;
+    case config::key_kind::bearer:
+      return key_source::bearer;
+    case config::key_kind::global:
+      return key_source::global;
   }
+  return key_source::address;
+}
+
+/// Stable name of a limit's state: changing a prefix or a key starts it afresh, changing only
+/// rates or bursts keeps it (the stored tat stays meaningful). Address levels keep the names
+/// of earlier versions ("auth/ipv4_network/24").
+std::string state_name(const std::string& category, const limit::limit_spec& s,
+                       const limit::level_prefixes& p) {
+  std::string name = category + "/" + s.name + "/";
+  if (s.source == key_source::address)
+    return name + std::to_string(limit::prefix_of(s.address_level, p));
+  name += limit::source_name(s.source);
+  if (!s.key_name.empty()) name += ":" + s.key_name;
   return name;
 }
 
-std::string family_policy_field(const category_limits& c, level fine, level coarse) {
-  std::vector<limit::limit_group> groups;
-  for (level l : {fine, coarse, level::global, level::identity}) {
-    const auto& g = c.groups[static_cast<std::size_t>(l)];
-    if (g) groups.push_back({l, 0, &*g});
+limit::limit_spec compile_limit(const config::category_config& cc, const config::limit_config& lc,
+                                std::size_t slot, const limit::level_prefixes& prefixes) {
+  limit::limit_spec s;
+  s.name = lc.name;
+  s.source = source_of(lc.key);
+  s.address_level = lc.address_level;
+  s.key_name = lc.key_name;
+  // Header names compare without case, so their state name is spelled one way.
+  if (s.source == key_source::header) {
+    std::transform(s.key_name.begin(), s.key_name.end(), s.key_name.begin(), core::ascii_lower);
   }
-  return limit::policy_field(groups);
+  for (int t = 0; t < 2; ++t) {
+    if (lc.tiers[t]) s.tiers[t] = limit::make_params(lc.tiers[t]->rate, lc.tiers[t]->burst);
+  }
+  s.shadow = lc.shadow || cc.shadow;
+  s.slot = static_cast<std::uint8_t>(slot);
+  s.state_name = state_name(cc.name, s, prefixes);
+  s.scope = limit::scope_of(s.state_name);
+  return s;
+}
+
+std::string family_policy_field(const category_limits& c, level fine, level coarse) {
+  std::vector<const limit::limit_spec*> limits;
+  for (level l : {fine, coarse}) {
+    if (const auto* s = c.at_level(l)) limits.push_back(s);
+  }
+  for (std::uint8_t i : c.keyed)
+    limits.push_back(&c.limits[i]);
+  return limit::policy_field(limits);
+}
+
+/// Every limit's value of the request; "" when the request lacks it.
+std::string_view value_of(const limit::limit_spec& s, const key_sources& keys, std::string& query) {
+  switch (s.source) {
+    case key_source::header:
+      return keys.header(keys.context, s.key_name);
+    case key_source::query:
+      return query_value(keys.target, s.key_name, query) ? std::string_view(query)
+                                                         : std::string_view();
+    case key_source::cookie:
+      return cookie_value(keys.header(keys.context, "cookie"), s.key_name);
+    case key_source::bearer:
+      return core::bearer_token(keys.header(keys.context, "authorization"));
+    case key_source::address:
+    case key_source::global:
+      break;
+  }
+  return {};
 }
 
 }  // namespace
 
-compiled_policy::compiled_policy(const config::policy_config& policy, limit::scope_registry& scopes,
-                                 core::siphash_key identity_key)
-    : violations_(compile_violations(policy)), identity_key_(identity_key) {
+compiled_policy::compiled_policy(const config::policy_config& policy, core::siphash_key key_secret)
+    : violations_(compile_violations(policy)), key_secret_(key_secret) {
   const auto& p = policy.prefixes;
   prefixes_ = {p.ipv4_individual, p.ipv4_network, p.ipv6_subnet, p.ipv6_provider};
   categories_.reserve(policy.categories.size());
+  std::map<std::uint32_t, std::string> scopes;
   for (const config::category_config& cc : policy.categories) {
     category_limits c;
     c.name = cc.name;
     c.cost = cc.cost;
-    for (std::size_t i = 0; i < limit::level_count; ++i) {
-      if (!cc.limits[i]) continue;
-      limit::group_params g;
-      for (int t = 0; t < 2; ++t) {
-        const auto& tc = cc.limits[i]->tiers[t];
-        if (tc) g.tiers[t] = limit::make_params(tc->rate, tc->burst);
+    c.shadow = cc.shadow;
+    for (std::size_t i = 0; i < cc.limits.size(); ++i) {
+      const config::limit_config& lc = cc.limits[i];
+      limit::limit_spec s = compile_limit(cc, lc, i, prefixes_);
+      const auto [at, fresh] = scopes.emplace(s.scope, s.state_name);
+      if (!fresh) {
+        throw config::error(
+            cc.file, lc.line, "categories." + cc.name + ".limits." + lc.name,
+            "the state of this limit would share a hash with '" + at->second + "'; rename it");
       }
-      g.scope = scopes.id(scope_name(cc.name, static_cast<level>(i), cc, prefixes_));
-      c.groups[i] = g;
-      if (static_cast<level>(i) == level::identity) c.identity_header = cc.limits[i]->header;
+      if (s.source == key_source::address) {
+        c.by_level[static_cast<std::size_t>(s.address_level)] = static_cast<std::int8_t>(i);
+      } else {
+        c.keyed.push_back(static_cast<std::uint8_t>(i));
+      }
+      c.limits.push_back(std::move(s));
     }
     c.policy_field[0] = family_policy_field(c, level::ipv4_individual, level::ipv4_network);
     c.policy_field[1] = family_policy_field(c, level::ipv6_subnet, level::ipv6_provider);
@@ -73,21 +141,31 @@ const category_limits* compiled_policy::find(std::string_view name) const noexce
 }
 
 limit::limit_request compiled_policy::request(const category_limits& c,
-                                              const limit::address& client,
-                                              std::string_view identity,
-                                              core::nanos now) const noexcept {
+                                              const limit::address& client, const key_sources& keys,
+                                              std::uint32_t cost, core::nanos now,
+                                              std::uint32_t& unkeyed) const {
   limit::limit_request r;
-  r.cost = c.cost;
+  r.cost = cost;
   r.now = now;
+  unkeyed = 0;
   const limit::address_keys k = limit::keys_of(client, prefixes_);
-  auto add = [&](level l, std::uint64_t key) {
-    const auto& g = c.groups[static_cast<std::size_t>(l)];
-    if (g) r.groups[r.group_count++] = {l, key, &*g};
-  };
-  add(k.fine, k.fine_key);
-  add(k.coarse, k.coarse_key);
-  add(level::global, 0);
-  if (!identity.empty()) add(level::identity, core::siphash13(identity, identity_key_));
+  for (const auto& [l, key] : {std::pair{k.fine, k.fine_key}, {k.coarse, k.coarse_key}}) {
+    if (const auto* s = c.at_level(l)) r.groups[r.group_count++] = {s, key};
+  }
+  std::string query;  // a decoded query value (short ones stay in the string's own buffer)
+  for (const std::uint8_t i : c.keyed) {
+    const limit::limit_spec& s = c.limits[i];
+    if (s.source == key_source::global) {
+      r.groups[r.group_count++] = {&s, 0};
+      continue;
+    }
+    const std::string_view value = value_of(s, keys, query);
+    if (value.empty()) {
+      unkeyed |= 1u << i;
+      continue;
+    }
+    r.groups[r.group_count++] = {&s, key_of(value)};
+  }
   return r;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-/// Policy limits compiled for the request path: per category, the GCRA constants of every
-/// level with stable scope ids, and the RateLimit-Policy field of each address family.
+/// Policy limits compiled for the request path: per category, every limit as a
+/// limit::limit_spec (GCRA constants, key source, stable state name) and the RateLimit-Policy
+/// field of each address family.
 
 #include <array>
 #include <cstdint>
@@ -13,29 +14,44 @@
 #include "gateway/core/siphash.hpp"
 #include "gateway/limit/address.hpp"
 #include "gateway/limit/request.hpp"
-#include "gateway/limit/scope_registry.hpp"
 #include "gateway/policy/pow_gate.hpp"
 
 namespace tollgate::policy {
 
 /// One category's limits, immutable once compiled.
 struct category_limits {
-  std::string name;                                                           ///< category name
-  std::uint32_t cost = 1;                                                     ///< per request
-  std::array<std::optional<limit::group_params>, limit::level_count> groups;  ///< by level
-  std::string identity_header;              ///< identity level's header
+  std::string name;                       ///< category name
+  std::uint32_t cost = 1;                 ///< per request (a route may set its own)
+  std::vector<limit::limit_spec> limits;  ///< in configuration order; slot = index
+  std::array<std::int8_t, limit::level_count> by_level{-1, -1, -1, -1};  ///< address limits
+  std::vector<std::uint8_t> keyed;          ///< indices of the other limits, in order
   std::array<std::string, 2> policy_field;  ///< RateLimit-Policy for IPv4 [0] and IPv6 [1]
   category_pow pow;                         ///< proof of work, status violations
+  bool shadow = false;                      ///< mode: shadow (every limit shadowed)
+
+  /// The address limit of level `l`, or nullptr.
+  const limit::limit_spec* at_level(limit::level l) const noexcept {
+    const int i = by_level[static_cast<std::size_t>(l)];
+    return i < 0 ? nullptr : &limits[static_cast<std::size_t>(i)];
+  }
+};
+
+/// Where the values of a request's keys come from. No HTTP library types: the caller passes a
+/// header lookup.
+struct key_sources {
+  /// The value of header `name` (case-insensitive), or "" when absent.
+  std::string_view (*header)(const void* context, std::string_view name) = nullptr;
+  const void* context = nullptr;  ///< passed to `header`
+  std::string_view target;        ///< the request target, for query parameters
 };
 
 /// Every category of a policy, compiled.
 /// Thread safety: immutable after construction; shared by all workers through a snapshot.
 class compiled_policy {
  public:
-  /// Compiles `policy`, taking scope ids from `scopes` (which outlives every snapshot) and
-  /// hashing identity values under `identity_key`.
-  compiled_policy(const config::policy_config& policy, limit::scope_registry& scopes,
-                  core::siphash_key identity_key);
+  /// Compiles `policy`, hashing key values under `key_secret`. Throws config::error when two
+  /// limits' state names collide (in practice never: a 32-bit hash of a few dozen names).
+  compiled_policy(const config::policy_config& policy, core::siphash_key key_secret);
 
   /// The category called `name`, or nullptr.
   const category_limits* find(std::string_view name) const noexcept;
@@ -46,16 +62,23 @@ class compiled_policy {
   /// The configured address level prefixes.
   const limit::level_prefixes& prefixes() const noexcept { return prefixes_; }
 
-  /// The limit set of one request of category `c` from `client` at `now`; `identity` is the
-  /// value of the category's identity header (empty: absent, the identity limit is skipped).
+  /// The limit set of one request of category `c` from `client` at `now`, charged `cost`. Key
+  /// values come from `keys`; a limit whose key the request lacks is left out, and its slot's
+  /// bit set in `unkeyed`.
   limit::limit_request request(const category_limits& c, const limit::address& client,
-                               std::string_view identity, core::nanos now) const noexcept;
+                               const key_sources& keys, std::uint32_t cost, core::nanos now,
+                               std::uint32_t& unkeyed) const;
+
+  /// The stored key of `value` for a limit keyed on a header, query, cookie or bearer token.
+  std::uint64_t key_of(std::string_view value) const noexcept {
+    return core::siphash13(value, key_secret_);
+  }
 
  private:
   std::vector<category_limits> categories_;  ///< in policy order
   limit::level_prefixes prefixes_;           ///< address level prefixes
   violation_rules violations_;               ///< reasons by index
-  core::siphash_key identity_key_;           ///< keys identity hashing
+  core::siphash_key key_secret_;             ///< keys the hashing of key values
 };
 
 }  // namespace tollgate::policy

@@ -101,44 +101,14 @@ bool spend_proof(pow_state& s, proof& p, unsigned bits, std::int64_t now) {
   return true;
 }
 
-challenge_answer make_challenge(const pow_state& s, const client_subjects& who,
-                                const category_pow& c, unsigned bits, pow::proof_failure reason,
-                                std::int64_t now) {
-  const std::int64_t expires = now + s.challenge_ttl();
-  const std::string ch =
-      s.challenger().issue({expires, static_cast<std::uint8_t>(bits), c.tag, who.tag});
-  challenge_answer a;
-  a.fields = "X-PoW-Challenge: " + ch + "\r\nX-PoW-Difficulty: ";
-  core::append_decimal(a.fields, bits);
-  a.fields += "\r\nX-PoW-Algorithm: sha256\r\n";
-  a.body = R"({"type":"about:blank","title":"Precondition Required","status":428,)"
-           R"("code":"pow_required","challenge":")";
-  a.body += ch;
-  a.body += R"(","difficulty":)";
-  core::append_decimal(a.body, bits);
-  a.body += R"(,"algorithm":"sha256","expires":)";
-  core::append_decimal(a.body, expires);
-  if (reason != pow::proof_failure::none) {
-    a.body += R"(,"reason":")";
-    a.body += pow::failure_name(reason);
-    a.body += '"';
-  }
-  a.body +=
-      R"(,"hint":"find a nonce such that SHA-256(challenge ':' nonce) has at least `difficulty` )"
-      R"(leading zero bits; resend with X-PoW-Solution: <challenge>:<nonce>"})";
-  return a;
-}
-
-challenge_answer make_ban_answer(std::int64_t retry_after_seconds) {
-  challenge_answer a;
-  a.fields = "Retry-After: ";
-  core::append_decimal(a.fields, retry_after_seconds);
-  a.fields += "\r\n";
-  a.body = R"({"type":"about:blank","title":"Forbidden","status":403,)"
-           R"("detail":"this address is banned","code":"banned","retry_after":)";
-  core::append_decimal(a.body, retry_after_seconds);
-  a.body += '}';
-  return a;
+void issue_challenge(const pow_state& s, const client_subjects& who, const category_pow& c,
+                     unsigned bits, pow::proof_failure reason, std::int64_t now,
+                     challenge_values& out) {
+  out.expires = now + s.challenge_ttl();
+  out.bits = bits;
+  out.reason = reason;
+  out.challenge =
+      s.challenger().issue({out.expires, static_cast<std::uint8_t>(bits), c.tag, who.tag});
 }
 
 }  // namespace tollgate::policy

@@ -1,7 +1,7 @@
 #pragma once
 /// The proof-of-work side of a decision (DESIGN §5): who is banned, who must show a proof,
-/// whether a proof pays, what a violation does; and the text of the 428 and 403 answers. The
-/// state (challenger, replay cache, counters, bans) lives for the process, across reloads.
+/// whether a proof pays, what a violation does; and the values of a 428. The state
+/// (challenger, replay cache, counters, bans) lives for the process, across reloads.
 
 #include <cstdint>
 #include <mutex>
@@ -104,18 +104,18 @@ proof check_proof(const pow_state& s, std::string_view solution, const client_su
 /// and was not spent before (here or in an earlier request); otherwise sets `p.failure`.
 bool spend_proof(pow_state& s, proof& p, unsigned bits, std::int64_t now);
 
-/// The 428 answer: header lines (X-PoW-Challenge, X-PoW-Difficulty, X-PoW-Algorithm) and
-/// problem+json body, for a new challenge of `bits` bits for `who` in `c`; `reason` is the
-/// failure of the proof that was sent, if any (none: no "reason" member).
-struct challenge_answer {
-  std::string fields;  ///< header lines, each ending in CRLF
-  std::string body;    ///< problem+json
+/// What a 428 tells the client (DESIGN §5); net renders the header lines and the body.
+struct challenge_values {
+  std::string challenge;                                 ///< X-PoW-Challenge
+  unsigned bits = 0;                                     ///< X-PoW-Difficulty
+  std::int64_t expires = 0;                              ///< Unix seconds
+  pow::proof_failure reason = pow::proof_failure::none;  ///< why the proof sent failed, if any
 };
-challenge_answer make_challenge(const pow_state& s, const client_subjects& who,
-                                const category_pow& c, unsigned bits, pow::proof_failure reason,
-                                std::int64_t now);
 
-/// The 403 answer to a banned client: Retry-After line and problem+json body.
-challenge_answer make_ban_answer(std::int64_t retry_after_seconds);
+/// A new challenge of `bits` bits for `who` in `c` at `now` (Unix seconds); `reason` is the
+/// failure of the proof that was sent, if any. Assigns into `out`, keeping its capacity.
+void issue_challenge(const pow_state& s, const client_subjects& who, const category_pow& c,
+                     unsigned bits, pow::proof_failure reason, std::int64_t now,
+                     challenge_values& out);
 
 }  // namespace tollgate::policy

@@ -220,6 +220,7 @@ router::router(const config::gateway_config& g, const compiled_policy& p) {
                                  [&](const auto& u) { return u.name == r.upstream; });
     t.upstream = static_cast<std::size_t>(it - g.upstreams.begin());
     t.line = r.line;
+    t.cost = r.cost != 0 ? r.cost : t.category->cost;
     return t;
   };
   for (const auto& r : g.routes) {

@@ -26,7 +26,8 @@ struct request_view {
 struct route {
   const category_limits* category = nullptr;  ///< never null
   std::size_t upstream = 0;                   ///< index into gateway_config::upstreams
-  int line = 0;                               ///< of the rule in the gateway file; 0: default
+  std::uint32_t cost = 1;  ///< charged per request: the route's, or its category's
+  int line = 0;            ///< of the rule in the gateway file; 0: default
 };
 
 /// Reduces a request target to the path that routes match: origin-form or absolute-form,

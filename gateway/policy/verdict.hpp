@@ -1,6 +1,6 @@
 #pragma once
-/// A limit decision turned into what the client is told: the rate-limit header values of
-/// DESIGN §4 and, for a rejection, the 429 problem+json body. No HTTP library types.
+/// A limit decision turned into the values the client is told: the rate-limit header values of
+/// DESIGN §4, and for a rejection what the 429 says. No HTTP library types, no wire text.
 
 #include <cstdint>
 #include <string>
@@ -14,16 +14,18 @@ namespace tollgate::policy {
 /// Header values of one checked response. Reused per connection: assigning into the strings
 /// keeps their capacity, so steady traffic allocates nothing.
 struct rate_limit_fields {
-  bool present = false;     ///< false when the request carried no limits
-  std::string limit;        ///< X-RateLimit-Limit
-  std::string remaining;    ///< X-RateLimit-Remaining
-  std::string reset;        ///< X-RateLimit-Reset
-  std::string_view level;   ///< X-RateLimit-Level
-  std::string_view policy;  ///< RateLimit-Policy (owned by the compiled policy)
-  std::string ratelimit;    ///< RateLimit
-  std::string retry_after;  ///< Retry-After (rejections only)
-  std::string_view reason;  ///< X-RateLimit-Reason (rejections only)
-  std::string body;         ///< the 429 problem+json body (rejections only)
+  bool present = false;            ///< false when no enforced limit applied to the request
+  std::string limit;               ///< X-RateLimit-Limit
+  std::string remaining;           ///< X-RateLimit-Remaining
+  std::string reset;               ///< X-RateLimit-Reset
+  std::string_view level;          ///< X-RateLimit-Level: the binding limit's name
+  std::string_view tier;           ///< its tier: "short" or "long"
+  std::string_view policy;         ///< RateLimit-Policy (owned by the compiled policy)
+  std::string ratelimit;           ///< RateLimit
+  std::string retry_after;         ///< Retry-After (rejections only)
+  std::int64_t retry_seconds = 0;  ///< the same as a number
+  std::string_view reason;         ///< X-RateLimit-Reason (rejections only)
+  std::string shadow;              ///< X-Tollgate-Shadow to the upstream: "<limit>.<tier>", or ""
 };
 
 /// Fills `out` for decision `d` of request `req` in category `c` for a client of `fam`.

@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "gateway/core/text.hpp"
-#include "gateway/limit/scope_registry.hpp"
 #include "gateway/policy/compiled_policy.hpp"
 #include "gateway/policy/router.hpp"
 
@@ -279,8 +278,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     pc.categories.emplace_back();
     pc.categories.back().name = name;
   }
-  limit::scope_registry scopes;
-  const policy::compiled_policy compiled(pc, scopes, {});
+  const policy::compiled_policy compiled(pc, {});
   const policy::router router(g, compiled);
   request req{std::string(lines[1]), path, std::string(lines[2])};
   auto line_of = [&](const request& r) {

@@ -63,7 +63,7 @@ TEST_CASE("metrics count requests by category and decision, and promtool accepts
   CHECK(has_line(text, R"(tollgate_requests_total{category="strict",decision="limited"} 3)"));
   CHECK(has_line(
       text,
-      R"(tollgate_rate_limited_total{category="strict",level="ipv4_individual",tier="short"} 3)"));
+      R"(tollgate_rate_limited_total{category="strict",level="ipv4_individual",tier="short",mode="enforce"} 3)"));
   CHECK(has_line(text, R"(tollgate_tracked_keys{level="ipv4_individual"} 2)"));
   CHECK(has_line(text, R"(tollgate_upstream_duration_seconds_count{upstream="app"} 5)"));
   CHECK(has_line(text, R"(tollgate_limiter_check_seconds_count 8)"));

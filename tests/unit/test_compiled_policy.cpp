@@ -1,8 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include "gateway/config/error.hpp"
 #include "gateway/limit/headers.hpp"
 #include "gateway/limit/memory_store.hpp"
 #include "gateway/policy/compiled_policy.hpp"
+#include "keys_support.hpp"
 
 using namespace tollgate;
 using namespace tollgate::limit;
@@ -10,12 +12,20 @@ using namespace tollgate::limit;
 namespace {
 const core::nanos t0 = 1'735'000'000 * core::ns_per_s;
 const std::string default_policy = std::string(TOLLGATE_SOURCE_DIR) + "/policies/default.yaml";
+
+limit_request request_of(const policy::compiled_policy& p, const policy::category_limits& c,
+                         const char* addr, const test::fake_request& r = {},
+                         std::uint32_t* unkeyed = nullptr) {
+  std::uint32_t missing = 0;
+  auto out = p.request(c, address::parse(addr).value(), r.keys(), c.cost, t0, missing);
+  if (unkeyed != nullptr) *unkeyed = missing;
+  return out;
+}
 }  // namespace
 
 TEST_CASE("the default policy compiles into the table of DESIGN section 3", "[policy]") {
   const auto cfg = config::load_policies({default_policy});
-  scope_registry scopes;
-  const policy::compiled_policy p(cfg, scopes, {1, 2});
+  const policy::compiled_policy p(cfg, {1, 2});
   const auto* auth = p.find("auth");
   REQUIRE(auth != nullptr);
   CHECK(auth->policy_field[0] ==
@@ -26,41 +36,41 @@ TEST_CASE("the default policy compiles into the table of DESIGN section 3", "[po
         "\"ipv6_provider.short\";q=125;w=3, \"ipv6_provider.long\";q=300;w=360");
   const auto* general = p.find("general");
   REQUIRE(general != nullptr);
-  const auto& ind = general->groups[0].value();
+  const auto& ind = *general->at_level(level::ipv4_individual);
   CHECK(ind.tiers[0].emission == 50 * core::ns_per_ms);
   CHECK(ind.tiers[0].burst == 50u);
   CHECK(ind.tiers[1].burst == 500u);
+  CHECK(ind.state_name == "general/ipv4_individual/32");
   CHECK(p.find("nope") == nullptr);
   CHECK(p.categories().size() == 4);
 }
 
 TEST_CASE("a compiled request carries its family's levels only", "[policy]") {
   const auto cfg = config::load_policies({default_policy});
-  scope_registry scopes;
-  const policy::compiled_policy p(cfg, scopes, {1, 2});
+  const policy::compiled_policy p(cfg, {1, 2});
   const auto& auth = *p.find("auth");
-  auto r = p.request(auth, address::parse("192.0.2.1").value(), "", t0);
+  auto r = request_of(p, auth, "192.0.2.1");
   REQUIRE(r.group_count == 2);
-  CHECK(r.groups[0].lvl == level::ipv4_individual);
-  CHECK(r.groups[1].lvl == level::ipv4_network);
+  CHECK(r.groups[0].spec->name == "ipv4_individual");
+  CHECK(r.groups[1].spec->name == "ipv4_network");
   CHECK(r.groups[1].key == 0xc0000200u);
-  r = p.request(auth, address::parse("2001:db8::1").value(), "", t0);
+  r = request_of(p, auth, "2001:db8::1");
   REQUIRE(r.group_count == 2);
-  CHECK(r.groups[0].lvl == level::ipv6_subnet);
-  CHECK(r.groups[1].lvl == level::ipv6_provider);
+  CHECK(r.groups[0].spec->name == "ipv6_subnet");
+  CHECK(r.groups[1].spec->name == "ipv6_provider");
 
   // auth through the store: 5 at once from one address, then 429 at the individual level.
   memory_store store({}, 7);
   for (int i = 0; i < 5; ++i) {
-    CHECK(store.decide_now(p.request(auth, address::parse("192.0.2.1").value(), "", t0)).admitted);
+    CHECK(store.decide(request_of(p, auth, "192.0.2.1")).admitted);
   }
-  const auto req = p.request(auth, address::parse("192.0.2.1").value(), "", t0);
-  const auto d = store.decide_now(req);
+  const auto req = request_of(p, auth, "192.0.2.1");
+  const auto d = store.decide(req);
   CHECK_FALSE(d.admitted);
-  CHECK(binding_of(req, d).lvl == level::ipv4_individual);
+  CHECK(binding_of(req, d).name == "ipv4_individual");
 }
 
-TEST_CASE("global and identity limits join the set", "[policy]") {
+TEST_CASE("the older global and identity spellings join the set", "[policy]") {
   const auto cfg = config::load_policy_text(R"(
 categories:
   api:
@@ -70,33 +80,102 @@ categories:
       identity: { header: X-Api-Key, long: { rate: 10/h, burst: 2 } }
 )",
                                             "api.yaml");
-  scope_registry scopes;
-  const policy::compiled_policy p(cfg, scopes, {3, 4});
+  const policy::compiled_policy p(cfg, {3, 4});
   const auto& api = *p.find("api");
-  CHECK(api.identity_header == "X-Api-Key");
   CHECK(api.policy_field[0] ==
         "\"ipv4_individual.short\";q=100;w=1, \"global.short\";q=3;w=3, "
         "\"identity.long\";q=2;w=720");
   CHECK(api.policy_field[1] == "\"global.short\";q=3;w=3, \"identity.long\";q=2;w=720");
+  CHECK(api.limits[2].state_name == "api/identity/header:x-api-key");
 
   memory_store store({}, 8);
-  auto decide = [&](const char* addr, std::string_view key) {
-    const auto req = p.request(api, address::parse(addr).value(), key, t0);
-    const auto d = store.decide_now(req);
-    return std::pair{d.admitted, d.admitted ? level::global : binding_of(req, d).lvl};
+  auto decide = [&](const char* addr, std::string key) {
+    test::fake_request r;
+    if (!key.empty()) r.headers["x-api-key"] = key;
+    const auto req = request_of(p, api, addr, r);
+    const auto d = store.decide(req);
+    return std::pair{d.admitted, d.admitted ? std::string() : std::string(binding_of(req, d).name)};
   };
   // Identity "a" may pass twice, from any address.
   CHECK(decide("192.0.2.1", "a").first);
   CHECK(decide("192.0.2.2", "a").first);
-  CHECK(decide("192.0.2.3", "a") == std::pair{false, level::identity});
+  CHECK(decide("192.0.2.3", "a") == std::pair{false, std::string("identity")});
   // Without the header the identity limit is skipped; the global limit (3) still binds.
   CHECK(decide("192.0.2.4", "").first);
-  CHECK(decide("192.0.2.5", "").first == false);
-  CHECK(decide("192.0.2.5", "").second == level::global);
+  CHECK(decide("192.0.2.5", "") == std::pair{false, std::string("global")});
 }
 
-TEST_CASE("scope ids survive a recompile when a limit keeps its name", "[policy]") {
-  scope_registry scopes;
+TEST_CASE("keys as data: header, query, cookie and bearer limits, each by its own key",
+          "[policy][keys]") {
+  const auto cfg = config::load_policy_text(R"(
+categories:
+  api:
+    limits:
+      per_api_key: { key: { header: X-Api-Key }, short: { rate: 1/s, burst: 1 } }
+      per_tenant:  { key: { query: tenant },     short: { rate: 1/s, burst: 1 } }
+      per_session: { key: { cookie: sid },       short: { rate: 1/s, burst: 1 } }
+      per_token:   { key: { bearer: true },      short: { rate: 1/s, burst: 1 } }
+)",
+                                            "keys.yaml");
+  const policy::compiled_policy p(cfg, {5, 6});
+  const auto& api = *p.find("api");
+  REQUIRE(api.keyed.size() == 4);
+  test::fake_request r;
+  r.headers["x-api-key"] = "k1";
+  r.target = "/x?a=1&t%65nant=acme+corp&b";
+  r.headers["cookie"] = "theme=dark; sid=\"s-1\"";
+  r.headers["authorization"] = "Bearer tok";
+  std::uint32_t unkeyed = 99;
+  const auto req = request_of(p, api, "192.0.2.1", r, &unkeyed);
+  CHECK(unkeyed == 0);
+  REQUIRE(req.group_count == 4);
+  CHECK(req.groups[0].key == p.key_of("k1"));
+  CHECK(req.groups[1].key == p.key_of("acme corp"));
+  CHECK(req.groups[2].key == p.key_of("s-1"));
+  CHECK(req.groups[3].key == p.key_of("tok"));
+
+  // Each limit applies by its own key: another value of one key is another bucket.
+  memory_store store({}, 9);
+  CHECK(store.decide(req).admitted);
+  test::fake_request other = r;
+  other.headers["authorization"] = "Bearer tok2";
+  auto d = store.decide(request_of(p, api, "192.0.2.1", other));
+  CHECK_FALSE(d.admitted);  // the same api key, tenant and session
+  other = {};
+  other.headers["authorization"] = "Bearer tok2";
+  CHECK(store.decide(request_of(p, api, "192.0.2.1", other, &unkeyed)).admitted);
+  // Without a key the limit does not apply, and says so.
+  CHECK(unkeyed == 0b0111);
+}
+
+TEST_CASE("limit configuration errors name file, line and key", "[policy][keys]") {
+  auto error_of = [](const std::string& text) {
+    try {
+      config::load_policy_text(text, "p.yaml");
+    } catch (const config::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(
+      error_of("categories:\n  c:\n    limits:\n      per_x: { short: { rate: 1/s, burst: 1 } }\n")
+          .find("p.yaml:4") != std::string::npos);
+  CHECK(
+      error_of("categories:\n  c:\n    limits:\n      per_x: { short: { rate: 1/s, burst: 1 } }\n")
+          .find("needs a key") != std::string::npos);
+  CHECK(
+      error_of("categories:\n  c:\n    limits:\n      x: { key: { header: A, query: b }, short: { "
+               "rate: 1/s, burst: 1 } }\n")
+          .find("exactly one") != std::string::npos);
+  CHECK(error_of("categories:\n  c:\n    limits:\n      x: { key: { cookie: \"a;b\" }, short: { "
+                 "rate: 1/s, burst: 1 } }\n")
+            .find("invalid cookie name") != std::string::npos);
+  CHECK(error_of("categories:\n  c:\n    mode: dry\n").find("expected enforce or shadow") !=
+        std::string::npos);
+}
+
+TEST_CASE("state names are stable: rates change, state stays; prefixes change, it does not",
+          "[policy]") {
   const auto a = config::load_policy_text(
       "categories: { c: { limits: { ipv4_network: { short: { rate: 1/s, burst: 1 } } } } }",
       "a.yaml");
@@ -107,13 +186,14 @@ TEST_CASE("scope ids survive a recompile when a limit keeps its name", "[policy]
       "levels: { ipv4_network: 16 }\n"
       "categories: { c: { limits: { ipv4_network: { short: { rate: 5/s, burst: 9 } } } } }",
       "c.yaml");
-  const policy::compiled_policy pa(a, scopes, {});
-  const policy::compiled_policy pb(b, scopes, {});
-  const policy::compiled_policy pc(c, scopes, {});
-  const auto scope = [](const policy::compiled_policy& p) {
-    return p.find("c")->groups[static_cast<std::size_t>(level::ipv4_network)]->scope;
+  const policy::compiled_policy pa(a, {});
+  const policy::compiled_policy pb(b, {});
+  const policy::compiled_policy pc(c, {});
+  const auto spec = [](const policy::compiled_policy& p) {
+    return *p.find("c")->at_level(level::ipv4_network);
   };
-  CHECK(scope(pa) == scope(pb));  // new rate, same state
-  CHECK(scope(pc) != scope(pa));  // new prefix: the old keys mean something else
-  CHECK(scopes.name(scope(pc)) == "c/ipv4_network/16");
+  CHECK(spec(pa).scope == spec(pb).scope);  // new rate, same state
+  CHECK(spec(pc).scope != spec(pa).scope);  // new prefix: the old keys mean something else
+  CHECK(spec(pc).state_name == "c/ipv4_network/16");
+  CHECK(spec(pc).scope == scope_of("c/ipv4_network/16"));  // the same in every process
 }

@@ -38,13 +38,13 @@ struct row {
 /// Runs `rows` in order through the real store with one limit and checks every figure.
 void run_table(const gcra_params& p, const std::vector<row>& rows) {
   memory_store store({}, 42);
-  const group_params g = group(p, {}, 1);
+  const limit_spec g = group(p, {}, 1);
   const nanos base = 1'700'000'000 * sec;  // any epoch instant
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];
     INFO("row " << i << " at " << r.at / ms << "ms cost " << r.cost);
     const auto req = ipv4_request("192.0.2.1", &g, nullptr, base + r.at, r.cost);
-    const decision d = store.decide_now(req);
+    const decision d = store.decide(req);
     const binding_view b = binding_of(req, d);
     CHECK(d.admitted == r.allowed);
     CHECK(b.remaining == r.remaining);

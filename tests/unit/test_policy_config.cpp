@@ -61,7 +61,9 @@ TEST_CASE("the default policy holds the table of DESIGN section 3", "[config]") 
     INFO(e.category << " level " << e.level);
     const category_config* c = p.category(e.category);
     REQUIRE(c != nullptr);
-    const auto& l = c->limits[e.level].value();
+    REQUIRE(c->limits.size() > static_cast<std::size_t>(e.level));
+    const auto& l = c->limits[e.level];
+    CHECK(l.name == core::level_name(static_cast<core::level>(e.level)));
     CHECK(l.tiers[0]->rate == core::rate{e.short_rate, core::ns_per_s});
     CHECK(l.tiers[0]->burst == e.short_burst);
     CHECK(l.tiers[1]->rate == core::rate{e.long_rate, 3600 * core::ns_per_s});
@@ -130,8 +132,10 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
        "or both"},
       {"categories:\n  auth:\n    limits:\n      ipv4_indiviual: { short: { rate: 1/s, burst: 1 } "
        "}\n",
-       "p.yaml:4: categories.auth.limits.ipv4_indiviual: unknown level (expected ipv4_individual, "
-       "ipv4_network, ipv6_subnet, ipv6_provider, global or identity)"},
+       "p.yaml:4: categories.auth.limits.ipv4_indiviual: limit 'ipv4_indiviual' needs a key "
+       "(header, "
+       "query, cookie, bearer or global), or the name of an address level (ipv4_individual, "
+       "ipv4_network, ipv6_subnet, ipv6_provider)"},
       {"categories:\n  auth:\n    limits:\n      identity: { short: { rate: 1/s, burst: 1 } }\n",
        "p.yaml:4: categories.auth.limits.identity.header: missing required key"},
       {"categories:\n  auth:\n    limits:\n      identity: { header: 'X Key', short: { rate: 1/s, "
@@ -144,7 +148,7 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
       {"categories:\n  Auth: {}\n",
        "p.yaml:2: categories.Auth: invalid category name (use a-z, 0-9, _ and -)"},
       {"categories:\n  auth: { colour: red }\n",
-       "p.yaml:2: categories.auth.colour: unknown key (expected cost, limits, pow, "
+       "p.yaml:2: categories.auth.colour: unknown key (expected cost, mode, limits, pow, "
        "status_violations or websocket)"},
       {"categories:\n  auth:\n    pow: { base_bits: 30, max_bits: 28 }\n",
        "p.yaml:3: categories.auth.pow: base_bits 30 exceeds max_bits 28"},
@@ -257,8 +261,8 @@ TEST_CASE("omitted settings take their documented defaults", "[config]") {
   CHECK(c.pow.step_bits == 2u);
   CHECK(c.pow.max_bits == 28u);
   CHECK(c.pow.on_limit_bits == 20u);
-  for (const auto& l : c.limits)
-    CHECK_FALSE(l);
+  CHECK(c.limits.empty());
+  CHECK_FALSE(c.shadow);
   CHECK(p.prefixes.ipv4_network == 24);
   // pow_failed exists even when no file defines it, network level only.
   const auto* pf = p.violation("pow_failed");

@@ -43,8 +43,7 @@ std::string classify(const std::vector<rule_spec>& rules, std::string_view targe
   }
   g.default_route.category = "miss";
   g.default_route.upstream = "app";
-  limit::scope_registry scopes;
-  const compiled_policy p(g.policy, scopes, {});
+  const compiled_policy p(g.policy, {});
   const router rt(g, p);
   std::string path;
   REQUIRE(normalize_path(target, path));

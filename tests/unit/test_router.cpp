@@ -85,8 +85,7 @@ struct fake_request {
 
 TEST_CASE("the default routes classify as DESIGN section 3 says", "[router]") {
   const auto g = config::load_gateway(std::string(TOLLGATE_SOURCE_DIR) + "/config/gateway.yaml");
-  limit::scope_registry scopes;
-  const compiled_policy p(g.policy, scopes, {});
+  const compiled_policy p(g.policy, {});
   const router r(g, p);
   auto classify = [&](std::string_view method, std::string_view target,
                       std::map<std::string, std::string> headers = {}) {

@@ -1,0 +1,58 @@
+#pragma once
+/// A limit as data (DESIGN §3, "keys as data"): a name, where its key comes from, its tiers.
+/// The four address levels are limits like any other, keyed on the client's address.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "gateway/limit/gcra.hpp"
+#include "gateway/limit/levels.hpp"
+
+namespace tollgate::limit {
+
+/// Where a limit's key comes from.
+enum class key_source : std::uint8_t {
+  address,  ///< the client address masked to an address level's prefix
+  header,   ///< a request header's value, hashed
+  query,    ///< a query parameter's value (percent-decoded), hashed
+  cookie,   ///< a cookie's value, hashed
+  bearer,   ///< the token of `Authorization: Bearer`, hashed
+  global,   ///< one key for every request of the category
+};
+
+/// Configuration name of a key source ("header", "global", ...).
+std::string_view source_name(key_source s) noexcept;
+
+/// Tables of the in-process store: one per address level, then one for every other key.
+inline constexpr std::uint8_t keyed_table = 4;
+/// Number of such tables.
+inline constexpr std::size_t table_count = 5;
+
+/// One limit of one category, compiled. Owned by the configuration snapshot; requests point
+/// at it.
+struct limit_spec {
+  std::string name;        ///< in headers, metric labels and the admin API: "per_api_key"
+  std::string state_name;  ///< stable name of its state: "auth/per_api_key/header:x-api-key"
+  key_source source = key_source::address;       ///< where its key comes from
+  level address_level = level::ipv4_individual;  ///< which prefix, when keyed on the address
+  std::string key_name;                ///< header (lower case), query parameter or cookie name
+  std::array<gcra_params, 2> tiers{};  ///< by tier; burst 0: tier not configured
+  std::uint32_t scope = 0;             ///< scope_of(state_name): names its state in tables
+  bool shadow = false;                 ///< evaluated, never enforced (DESIGN §12)
+  std::uint8_t slot = 0;               ///< its index among its category's limits
+
+  /// The in-process table its keys live in.
+  std::uint8_t table() const noexcept {
+    return source == key_source::address ? static_cast<std::uint8_t>(address_level) : keyed_table;
+  }
+  /// Whether a proof of work may pay past it: address levels only (DESIGN §5).
+  bool payable() const noexcept { return source == key_source::address; }
+};
+
+/// The 32-bit scope of a state name: a fixed hash, so that every process (and every replica)
+/// names the same limit alike; never 0 (0 marks an empty slot).
+std::uint32_t scope_of(std::string_view state_name) noexcept;
+
+}  // namespace tollgate::limit

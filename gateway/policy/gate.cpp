@@ -1,0 +1,96 @@
+#include "gateway/policy/gate.hpp"
+
+#include "gateway/pow/challenge.hpp"
+
+namespace tollgate::policy {
+
+namespace {
+
+/// Whether only limits a proof may pay for rejected `d`: address levels, never a global or a
+/// key limit (DESIGN §3, §5). Shadowed limits reject nothing.
+bool only_payable_rejected(const limit::limit_request& req, const limit::decision& d) noexcept {
+  for (std::uint8_t i = 0; i < d.count; ++i) {
+    const limit::limit_outcome& o = d.limits[i];
+    const limit::limit_spec& s = *req.groups[o.group].spec;
+    if (o.wait > 0 && !s.shadow && !s.payable()) return false;
+  }
+  return true;
+}
+
+std::int64_t seconds(core::nanos t) noexcept {
+  return t / core::ns_per_s;
+}
+
+}  // namespace
+
+void gate::settle(gate_verdict& v) const {
+  // A proof's result is counted once its fate is known: spent, or refused and why.
+  if (v.sent.sent) v.effects.verification = v.sent.failure;
+}
+
+void gate::refuse(const gate_input& in, unsigned bits, gate_verdict& v) const {
+  // A proof already spent on this request was honest: a second payment is asked for, with no
+  // reason and no violation. Any other failed proof counts against the client's network,
+  // except one that merely expired.
+  if (v.sent.spent) v.sent = {};
+  if (v.sent.sent && v.sent.failure != pow::proof_failure::expired) v.effects.pow_failed = true;
+  issue_challenge(pow_, *in.who, in.category->pow, bits, v.sent.failure, seconds(in.now),
+                  v.challenge);
+  v.result = outcome::challenged;
+  settle(v);
+}
+
+void gate::before_limits(const gate_input& in, gate_verdict& v) const {
+  v.ask_limits = false;
+  v.limits_checked = false;
+  v.effects = {};
+  v.paid = false;
+  // 1. A ban covers the address in every category.
+  if (const auto until = pow_.violations().banned_until(in.who->individual, in.now)) {
+    v.sent = {};
+    v.result = outcome::banned;
+    v.retry_after = core::ceil_seconds(*until - in.now);
+    return;
+  }
+  const category_limits& c = *in.category;
+  v.sent = check_proof(pow_, in.solution, *in.who, c.pow, seconds(in.now));
+  // 2. A client with violations shows a proof first, in categories that ask for one.
+  if (c.pow.enabled) {
+    const unsigned n = pow_.violations().requirement(in.who->individual, in.who->network, in.now);
+    const unsigned bits = pow::required_bits(n, c.pow.base_bits, c.pow.step_bits, c.pow.max_bits);
+    if (n > 0) {
+      v.paid = spend_proof(pow_, v.sent, bits, seconds(in.now));
+      if (!v.paid) return refuse(in, bits, v);
+    }
+  }
+  // 3. The limits.
+  v.ask_limits = true;
+}
+
+void gate::after_limits(const gate_input& in, const limit::limit_request& req,
+                        const limit::decision& d, gate_verdict& v) const {
+  v.ask_limits = false;
+  v.limits_checked = true;
+  const category_limits& c = *in.category;
+  if (d.admitted) {
+    // A proof sent is spent, whatever it paid for.
+    if (v.sent.sent && !v.sent.spent) spend_proof(pow_, v.sent, 0, seconds(in.now));
+    v.result = d.shadow_limited ? outcome::shadow_limited : outcome::allowed;
+    return settle(v);
+  }
+  if (!c.pow.on_limit || !only_payable_rejected(req, d)) {
+    v.result = outcome::limited;
+    return settle(v);
+  }
+  // Pay to pass: a proof admits this one request past the address levels, committing nothing.
+  if (spend_proof(pow_, v.sent, c.pow.on_limit_bits, seconds(in.now))) {
+    v.result = outcome::pow_passed;
+    return settle(v);
+  }
+  // A proof that went to the violations' requirement was valid: counted so here, since
+  // refuse() forgets it.
+  v.effects.extra_valid = v.paid;
+  refuse(in, c.pow.on_limit_bits, v);
+}
+
+}  // namespace tollgate::policy

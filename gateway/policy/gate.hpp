@@ -1,0 +1,87 @@
+#pragma once
+/// The gate: DESIGN §5's order of decisions as values. Given a request's facts it answers in
+/// two steps, before the limits (a ban, a proof the client's violations require, or "ask the
+/// store") and after the store's decision (forward, 429, 428 pay-to-pass, shadow-limited),
+/// with the effects the caller applies: proof results to count, violations to record. No
+/// sockets, no metrics, no wire text; `now` is passed in. Model: Envoy's local_ratelimit
+/// filter, whose decodeHeaders is the same few flat steps.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "gateway/limit/request.hpp"
+#include "gateway/policy/compiled_policy.hpp"
+#include "gateway/policy/pow_gate.hpp"
+
+namespace tollgate::policy {
+
+/// How a request ends (the `decision` label of tollgate_requests_total, less `error`, which
+/// only the network layer knows).
+enum class outcome : std::uint8_t {
+  allowed,         ///< forwarded: every enforced limit admitted it
+  limited,         ///< 429
+  challenged,      ///< 428: a proof is required, or pays to pass
+  pow_passed,      ///< forwarded: a proof paid past the address levels
+  banned,          ///< 403
+  shadow_limited,  ///< forwarded: only a shadowed limit would have rejected it
+};
+
+/// What a request brings to the gate.
+struct gate_input {
+  const category_limits* category = nullptr;  ///< its category
+  const client_subjects* who = nullptr;       ///< its client, as the PoW tables know it
+  std::string_view solution;                  ///< its proof (`X-PoW-Solution`), or ""
+  core::nanos now = 0;                        ///< the instant of the decision
+};
+
+/// What the caller does besides answering.
+struct gate_effects {
+  /// A proof was sent and its fate is known: count this result (none: valid).
+  std::optional<pow::proof_failure> verification;
+  bool extra_valid = false;  ///< also count one valid proof (spent, then asked for again)
+  bool pow_failed = false;   ///< record a pow_failed violation against the client
+};
+
+/// The gate's answer, reused request after request (its strings keep their capacity).
+struct gate_verdict {
+  outcome result = outcome::allowed;  ///< the answer, once decided
+  bool ask_limits = false;            ///< after step 1: decide the limits, then call step 2
+  bool limits_checked = false;        ///< the answer carries the rate-limit fields (DESIGN §4)
+  std::int64_t retry_after = 0;       ///< banned: seconds until the ban ends
+  challenge_values challenge;         ///< challenged: the 428's values
+  gate_effects effects;               ///< to apply
+  proof sent;                         ///< the proof as judged so far (carried between steps)
+  bool paid = false;                  ///< a proof was spent on the violations' requirement
+
+  /// Whether the request goes upstream.
+  bool forward() const noexcept {
+    return result == outcome::allowed || result == outcome::pow_passed ||
+           result == outcome::shadow_limited;
+  }
+};
+
+/// Decides requests against the process's PoW state (bans, violation counters, replay cache).
+/// Thread safety: as pow_state: any thread.
+class gate {
+ public:
+  /// A gate over `pow`, which outlives it.
+  explicit gate(pow_state& pow) noexcept : pow_(pow) {}
+
+  /// Step 1, before the limits: a ban (403), or a proof the client's violations require (428),
+  /// or `v.ask_limits`.
+  void before_limits(const gate_input& in, gate_verdict& v) const;
+
+  /// Step 2, with the store's decision `d` on `req`: forward, shadow-limited, 429, or with
+  /// pay to pass a proof spent (forward) or asked for (428).
+  void after_limits(const gate_input& in, const limit::limit_request& req, const limit::decision& d,
+                    gate_verdict& v) const;
+
+ private:
+  void refuse(const gate_input& in, unsigned bits, gate_verdict& v) const;
+  void settle(gate_verdict& v) const;
+
+  pow_state& pow_;  ///< bans, counters, challenges, replays
+};
+
+}  // namespace tollgate::policy

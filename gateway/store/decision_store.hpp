@@ -1,0 +1,69 @@
+#pragma once
+/// The asynchronous decision seam (DESIGN §3, §11): the request path asks a store to decide a
+/// request's set of limits. An in-process store answers at once; a remote one (Redis) answers
+/// later on the caller's event loop, and the caller awaits it with async_decide. The
+/// store-neutral rules (the order of DESIGN §5, pay to pass, shadow mode) live in
+/// policy::gate, not here. Shape: Asio's example/cpp20/type_erasure (a virtual function taking
+/// any_completion_handler, wrapped by an async_initiate template).
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gateway/limit/request.hpp"
+
+namespace tollgate::store {
+
+/// Called once when a decision that did not complete at once is ready; an error means none
+/// was made (the store could not be reached in time).
+using decide_handler = boost::asio::any_completion_handler<void(boost::system::error_code)>;
+
+/// Entries one of a store's tables holds (the tollgate_tracked_keys gauge).
+struct table_size {
+  std::string name;         ///< label value: an address level's name, or "keyed"
+  std::size_t entries = 0;  ///< entries held
+};
+
+/// What a store holds for one key of one limit (the admin API).
+struct limit_state {
+  core::nanos tat[2] = {0, 0};  ///< stored tat of the short and the long tier
+};
+
+/// A store of limiter state.
+/// Thread safety: implementations are safe to call from any worker thread.
+class decision_store {
+ public:
+  virtual ~decision_store() = default;
+
+  /// A hint that `req` will be decided soon (an in-process store starts loading its state).
+  virtual void prepare(const limit::limit_request& req) noexcept { (void)req; }
+  /// Decides `req` into `out` if that can be done at once, and says whether it was.
+  virtual bool try_decide(const limit::limit_request& req, limit::decision& out) = 0;
+  /// Decides `req` into `out` later: `done` runs once, on its associated executor, after `out`
+  /// is filled. `req` and `out` stay alive until then.
+  virtual void start_decide(const limit::limit_request& req, limit::decision& out,
+                            decide_handler done) = 0;
+
+  /// Entries held, per table.
+  virtual std::vector<table_size> tracked() const = 0;
+  /// The state of `key` under `spec`, if the store holds any.
+  virtual std::optional<limit_state> state_of(const limit::limit_spec& spec, std::uint64_t key) = 0;
+};
+
+/// Decides `req` into `out` through `s`, completing with `void(error_code)` by `token`
+/// (`co_await async_decide(s, req, out, as_tuple(deferred))` in a coroutine).
+template <class Token>
+auto async_decide(decision_store& s, const limit::limit_request& req, limit::decision& out,
+                  Token&& token) {
+  return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+      [&s, &req, &out](auto handler) {
+        s.start_decide(req, out, decide_handler(std::move(handler)));
+      },
+      token);
+}
+
+}  // namespace tollgate::store

@@ -1,0 +1,282 @@
+// The gate (DESIGN §5's order as values) as tables, without a socket: every combination of
+// ban, required proof, proof sent, the limits' decision, pay to pass and shadow mode, to the
+// answer and the effects. In the style of Envoy's local_ratelimit filter_test.cc.
+
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "gateway/config/gateway.hpp"
+#include "gateway/config/policy.hpp"
+#include "gateway/limit/memory_store.hpp"
+#include "gateway/policy/gate.hpp"
+#include "gateway/pow/challenge.hpp"
+#include "keys_support.hpp"
+
+using namespace tollgate;
+using policy::outcome;
+using pow::proof_failure;
+
+namespace {
+
+const core::nanos now = 1'735'000'000 * core::ns_per_s;
+const std::int64_t now_s = now / core::ns_per_s;
+
+/// `guarded` asks a proof of clients with violations; `paying` lets a proof pay past its
+/// address level (and not past its global limit); `plain` has neither; `dry` is in shadow mode.
+const char* const policy_text = R"(
+categories:
+  guarded:
+    limits:
+      ipv4_individual: { short: { rate: 1/s, burst: 1 } }
+    pow: { enabled: true, base_bits: 3, step_bits: 1, max_bits: 6, on_limit: true, on_limit_bits: 4 }
+  paying:
+    limits:
+      ipv4_individual: { short: { rate: 1/s, burst: 1 } }
+      everyone: { key: global, short: { rate: 1/s, burst: 2 } }
+    pow: { on_limit: true, on_limit_bits: 4 }
+  plain:
+    limits:
+      ipv4_individual: { short: { rate: 1/s, burst: 1 } }
+  dry:
+    mode: shadow
+    limits:
+      ipv4_individual: { short: { rate: 1/s, burst: 1 } }
+violations:
+  failed_auth: { levels: [individual], ban: { threshold: 3, duration: 1h } }
+)";
+
+/// One process's worth of gate: policy, PoW state, a store; a client.
+struct world {
+  config::policy_config cfg = config::load_policy_text(policy_text, "gate.yaml");
+  policy::compiled_policy compiled{cfg, {1, 2}};
+  config::pow_settings settings;
+  policy::pow_state pow{"gate-test-secret", settings, cfg.pow_counters};
+  policy::gate gate{pow};
+  limit::memory_store store{{}, 3};
+  core::address client = core::address::parse("192.0.2.10").value();
+  policy::client_subjects who = policy::subjects_of(client, compiled.prefixes());
+
+  const policy::category_limits& category(const char* name) const { return *compiled.find(name); }
+  /// A proof for `name` solved at `bits`, issued to `for_whom` (default: the client), expiring
+  /// at `expires`.
+  std::string proof(const char* name, unsigned bits, std::int64_t expires = now_s + 60,
+                    std::optional<std::uint64_t> for_whom = std::nullopt) const {
+    const std::string challenge =
+        pow.challenger().issue({expires, static_cast<std::uint8_t>(bits), category(name).pow.tag,
+                                for_whom.value_or(who.tag)});
+    return challenge + ":" + pow::solve(challenge, bits, 1);
+  }
+  /// Raises the client's violation counters `n` times (reason failed_auth, no ban yet).
+  void violate(unsigned n) {
+    const auto& rules = compiled.violations();
+    const auto i = *rules.find("failed_auth");
+    pow::reason_rule rule = rules.rules[i];
+    rule.ban_threshold = 0;
+    for (unsigned k = 0; k < n; ++k)
+      pow.violations().record(who.individual, who.network, 0, rule, now);
+  }
+  void ban() {
+    const auto& rules = compiled.violations();
+    const auto i = *rules.find("failed_auth");
+    for (int k = 0; k < 3; ++k)
+      pow.violations().record(who.individual, who.network, 0, rules.rules[i], now);
+  }
+  /// Spends the client's limits in category `name` (one request's worth of each burst).
+  void exhaust(const char* name) {
+    std::uint32_t unkeyed = 0;
+    store.decide(
+        compiled.request(category(name), client, test::fake_request{}.keys(), 1, now, unkeyed));
+  }
+};
+
+/// What one request came to.
+struct result {
+  outcome answer;
+  bool asked_limits;
+  policy::gate_verdict verdict;
+};
+
+result run(world& w, const char* name, const std::string& solution) {
+  const auto& c = w.category(name);
+  const policy::gate_input in{&c, &w.who, solution, now};
+  policy::gate_verdict v;
+  w.gate.before_limits(in, v);
+  if (!v.ask_limits) return {v.result, false, v};
+  std::uint32_t unkeyed = 0;
+  const auto req = w.compiled.request(c, w.client, test::fake_request{}.keys(), 1, now, unkeyed);
+  const auto d = w.store.decide(req);
+  w.gate.after_limits(in, req, d, v);
+  return {v.result, true, v};
+}
+
+}  // namespace
+
+TEST_CASE("gate: a ban comes first, whatever else is true", "[gate]") {
+  world w;
+  w.ban();
+  for (const char* name : {"guarded", "paying", "plain", "dry"}) {
+    INFO(name);
+    const auto r = run(w, name, w.proof(name, 6));
+    CHECK(r.answer == outcome::banned);
+    CHECK_FALSE(r.asked_limits);           // nothing consumed
+    CHECK(r.verdict.retry_after == 3600);  // the ban's duration
+    CHECK_FALSE(r.verdict.limits_checked);
+    CHECK_FALSE(r.verdict.effects.verification);  // the proof was never looked at
+  }
+}
+
+TEST_CASE("gate: a client with violations shows a proof of the required bits first", "[gate]") {
+  struct row {
+    const char* what;
+    unsigned violations;
+    std::function<std::string(world&)> solution;
+    outcome answer;
+    bool asked_limits;
+    std::optional<proof_failure> counted;  // the proof result to count
+    bool pow_failed;                       // a pow_failed violation to record
+    unsigned challenge_bits;               // of the 428, when one
+    proof_failure reason;                  // of the 428
+  };
+  const std::vector<row> table = {
+      {"no violations, no proof: straight to the limits", 0, [](world&) { return ""; },
+       outcome::allowed, true, std::nullopt, false, 0, proof_failure::none},
+      {"no violations, a valid proof is spent anyway", 0,
+       [](world& w) { return w.proof("guarded", 3); }, outcome::allowed, true, proof_failure::none,
+       false, 0, proof_failure::none},
+      {"N=1 without a proof: 428 at base bits, nothing counted", 1, [](world&) { return ""; },
+       outcome::challenged, false, std::nullopt, false, 3, proof_failure::none},
+      {"N=2 without a proof: base + step", 2, [](world&) { return ""; }, outcome::challenged, false,
+       std::nullopt, false, 4, proof_failure::none},
+      {"N=1 with a valid proof: to the limits", 1, [](world& w) { return w.proof("guarded", 3); },
+       outcome::allowed, true, proof_failure::none, false, 0, proof_failure::none},
+      {"N=2 with too few bits", 2, [](world& w) { return w.proof("guarded", 3); },
+       outcome::challenged, false, proof_failure::insufficient_work, true, 4,
+       proof_failure::insufficient_work},
+      {"expired: no violation", 1, [](world& w) { return w.proof("guarded", 3, now_s - 1); },
+       outcome::challenged, false, proof_failure::expired, false, 3, proof_failure::expired},
+      {"malformed", 1, [](world&) { return "not-a-proof"; }, outcome::challenged, false,
+       proof_failure::malformed, true, 3, proof_failure::malformed},
+      {"bad signature", 1,
+       [](world& w) {
+         std::string p = w.proof("guarded", 3);
+         p[10] = p[10] == 'A' ? 'B' : 'A';
+         return p;
+       },
+       outcome::challenged, false, proof_failure::bad_signature, true, 3,
+       proof_failure::bad_signature},
+      {"another client's proof", 1,
+       [](world& w) { return w.proof("guarded", 3, now_s + 60, w.who.tag + 1); },
+       outcome::challenged, false, proof_failure::wrong_client, true, 3,
+       proof_failure::wrong_client},
+      {"another category's proof", 1, [](world& w) { return w.proof("paying", 3); },
+       outcome::challenged, false, proof_failure::wrong_client, true, 3,
+       proof_failure::wrong_client},
+  };
+  for (const row& r : table) {
+    INFO(r.what);
+    world w;
+    w.violate(r.violations);
+    const auto got = run(w, "guarded", r.solution(w));
+    CHECK(got.answer == r.answer);
+    CHECK(got.asked_limits == r.asked_limits);
+    CHECK(got.verdict.effects.verification == r.counted);
+    CHECK(got.verdict.effects.pow_failed == r.pow_failed);
+    CHECK_FALSE(got.verdict.effects.extra_valid);
+    CHECK(got.verdict.limits_checked == r.asked_limits);
+    if (r.answer == outcome::challenged) {
+      CHECK(got.verdict.challenge.bits == r.challenge_bits);
+      CHECK(got.verdict.challenge.reason == r.reason);
+      CHECK(got.verdict.challenge.expires == now_s + 60);
+      CHECK(got.verdict.challenge.challenge.size() == pow::challenge_length);
+    }
+  }
+}
+
+TEST_CASE("gate: one proof is spent once", "[gate]") {
+  world w;
+  w.violate(1);
+  const std::string p = w.proof("guarded", 3);
+  CHECK(run(w, "guarded", p).answer == outcome::allowed);
+  const auto again = run(w, "guarded", p);
+  CHECK(again.answer == outcome::challenged);
+  CHECK(again.verdict.challenge.reason == proof_failure::replayed);
+  CHECK(again.verdict.effects.pow_failed);
+}
+
+TEST_CASE("gate: after the limits, 429, pay to pass, and what a proof may pay for", "[gate]") {
+  struct row {
+    const char* what;
+    const char* category;
+    bool exhausted;  // the client's address level spent beforehand
+    bool global_exhausted;
+    std::function<std::string(world&)> solution;
+    outcome answer;
+    std::optional<proof_failure> counted;
+    unsigned challenge_bits;
+  };
+  const std::vector<row> table = {
+      {"admitted", "plain", false, false, [](world&) { return ""; }, outcome::allowed, std::nullopt,
+       0},
+      {"rejected, no pay to pass: 429", "plain", true, false, [](world&) { return ""; },
+       outcome::limited, std::nullopt, 0},
+      {"rejected, no pay to pass: a proof does not help", "plain", true, false,
+       [](world& w) { return w.proof("plain", 4); }, outcome::limited, proof_failure::none, 0},
+      {"rejected at the address, pay to pass without a proof: 428", "paying", true, false,
+       [](world&) { return ""; }, outcome::challenged, std::nullopt, 4},
+      {"rejected at the address, a proof of on_limit_bits pays", "paying", true, false,
+       [](world& w) { return w.proof("paying", 4); }, outcome::pow_passed, proof_failure::none, 0},
+      {"rejected at the address, too few bits to pay: 428 again", "paying", true, false,
+       [](world& w) { return w.proof("paying", 2); }, outcome::challenged,
+       proof_failure::insufficient_work, 4},
+      {"rejected by the global limit: a proof never pays past it", "paying", false, true,
+       [](world& w) { return w.proof("paying", 4); }, outcome::limited, proof_failure::none, 0},
+      {"shadow mode: forwarded as shadow_limited", "dry", true, false, [](world&) { return ""; },
+       outcome::shadow_limited, std::nullopt, 0},
+  };
+  for (const row& r : table) {
+    INFO(r.what);
+    world w;
+    if (r.exhausted) w.exhaust(r.category);
+    if (r.global_exhausted) {
+      // Other clients spend the global limit.
+      for (const char* a : {"198.51.100.1", "198.51.100.2"}) {
+        std::uint32_t unkeyed = 0;
+        w.store.decide(w.compiled.request(w.category(r.category), core::address::parse(a).value(),
+                                          test::fake_request{}.keys(), 1, now, unkeyed));
+      }
+    }
+    const auto got = run(w, r.category, r.solution(w));
+    CHECK(got.answer == r.answer);
+    CHECK(got.asked_limits);
+    CHECK(got.verdict.limits_checked);  // every answer after the limits carries their headers
+    CHECK(got.verdict.effects.verification == r.counted);
+    if (r.answer == outcome::challenged) CHECK(got.verdict.challenge.bits == r.challenge_bits);
+    CHECK(got.verdict.forward() ==
+          (r.answer == outcome::allowed || r.answer == outcome::pow_passed ||
+           r.answer == outcome::shadow_limited));
+  }
+}
+
+TEST_CASE("gate: a proof spent on the requirement is not asked to pay twice in silence", "[gate]") {
+  // N > 0 and the limits reject: the proof paid for the requirement, pay to pass asks for
+  // another. That 428 names no failure and records no violation; the first proof is counted
+  // valid.
+  world w;
+  w.violate(1);
+  w.exhaust("guarded");
+  const auto got = run(w, "guarded", w.proof("guarded", 3));
+  CHECK(got.answer == outcome::challenged);
+  CHECK(got.verdict.challenge.bits == 4);
+  CHECK(got.verdict.challenge.reason == proof_failure::none);
+  CHECK(got.verdict.effects.extra_valid);
+  CHECK_FALSE(got.verdict.effects.verification);
+  CHECK_FALSE(got.verdict.effects.pow_failed);
+  // A proof of the pay-to-pass bits that also meets the requirement pays for both? No: one
+  // valid proof is spent once, whatever it paid for.
+  const auto second = run(w, "guarded", w.proof("guarded", 4));
+  CHECK(second.answer == outcome::challenged);
+  CHECK(second.verdict.effects.extra_valid);
+}
