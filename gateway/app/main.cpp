@@ -141,10 +141,14 @@ void reload(const reload_context& r) {
     }
     r.server.publish(next);
     r.current = std::move(next);
+    // spdlog's level is one atomic, read by every logger call: it changes live. Set before the
+    // line that says the configuration is in force (which is then true of the level too), and
+    // that line written at the new level when it is above info, so that it is still seen.
+    const auto level = spdlog::level::from_str(r.current->config.logging.level);
+    spdlog::set_level(level);
     r.metrics.reloads_ok.fetch_add(1);
-    spdlog::info("reload: configuration from {} in force", r.path);
-    // spdlog's level is one atomic, read by every logger call: it changes live.
-    spdlog::set_level(spdlog::level::from_str(r.current->config.logging.level));
+    spdlog::log(std::max(level, spdlog::level::info), "reload: configuration from {} in force",
+                r.path);
   } catch (const std::exception& e) {
     // config::error is what a bad file gives; catching every std::exception is the last line
     // of defence: a reload must never end the process that is serving.

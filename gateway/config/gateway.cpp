@@ -14,12 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool valid_name(const std::string& s) {
-  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-  });
-}
-
 bool valid_host(std::string_view h) {
   return !h.empty() && h.size() <= 253 && std::all_of(h.begin(), h.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||

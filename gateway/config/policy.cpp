@@ -10,9 +10,8 @@ namespace {
 
 using core::tier;
 
-constexpr std::uint32_t max_burst = 1'000'000;  // matches limit::max_burst
-/// Most limits per category not keyed on the address (limit::max_keyed_limits).
-constexpr std::size_t max_keyed_limits = 6;
+using core::max_burst;
+using core::max_keyed_limits;
 
 /// A reason named by status_violations, checked once every file is read.
 struct reason_reference {
@@ -31,12 +30,6 @@ struct loader {
   std::vector<std::string> category_files;
   std::vector<std::string> violation_files;
 };
-
-bool valid_name(const std::string& s) {
-  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-  });
-}
 
 bool valid_header_name(const std::string& s) {
   return !s.empty() && s.size() <= 128 && std::all_of(s.begin(), s.end(), [](char c) {

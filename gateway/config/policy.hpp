@@ -97,12 +97,7 @@ struct pow_counters_config {
 };
 
 /// Prefix lengths of the address levels.
-struct prefixes_config {
-  std::uint8_t ipv4_individual = 32;  ///< 1..32
-  std::uint8_t ipv4_network = 24;     ///< 1..32, at most ipv4_individual
-  std::uint8_t ipv6_subnet = 64;      ///< 1..64
-  std::uint8_t ipv6_provider = 48;    ///< 1..64, at most ipv6_subnet
-};
+using prefixes_config = core::level_prefixes;
 
 /// Everything read from one or more policy files.
 struct policy_config {

@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -98,6 +99,14 @@ auto with_file_errors(const std::string& file, Read&& read) -> decltype(read()) 
 
 /// Parses YAML `text` as if read from `name` (tests).
 yaml_node load_yaml_text(const std::string& text, const std::string& name);
+
+/// Whether `s` may name a category, limit, listener, upstream or violation reason: 1-64 of
+/// [a-z0-9_-] (such names become metric labels).
+inline bool valid_name(std::string_view s) {
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
 
 /// "a, b or c": the allowed keys in a message.
 std::string one_of(std::initializer_list<std::string_view> names);

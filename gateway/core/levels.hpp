@@ -23,6 +23,21 @@ inline constexpr std::size_t level_count = 4;
 /// The same, under the name older code uses.
 inline constexpr std::size_t address_level_count = level_count;
 
+/// Prefix lengths of the four address levels (DESIGN §3 defaults): what a policy file's
+/// `levels` sets and what the limiter and the PoW tables key addresses by.
+struct level_prefixes {
+  std::uint8_t ipv4_individual = 32;  ///< 1..32
+  std::uint8_t ipv4_network = 24;     ///< 1..32, at most ipv4_individual
+  std::uint8_t ipv6_subnet = 64;      ///< 1..64
+  std::uint8_t ipv6_provider = 48;    ///< 1..64, at most ipv6_subnet
+  friend bool operator==(const level_prefixes&, const level_prefixes&) = default;
+};
+
+/// Largest burst (and cost) a limit may have; keeps every GCRA product in int64 range.
+inline constexpr std::uint32_t max_burst = 1'000'000;
+/// Most limits per category not keyed on the address.
+inline constexpr std::size_t max_keyed_limits = 6;
+
 /// The two tiers every limit carries.
 enum class tier : std::uint8_t {
   short_term = 0,  ///< a per-second style rate with a small burst ("short")

@@ -12,14 +12,7 @@ namespace tollgate::limit {
 using core::address;
 using core::family;
 
-/// Prefix lengths of the four address levels (DESIGN §3 defaults).
-struct level_prefixes {
-  std::uint8_t ipv4_individual = 32;  ///< 1..32
-  std::uint8_t ipv4_network = 24;     ///< 1..32
-  std::uint8_t ipv6_subnet = 64;      ///< 1..64
-  std::uint8_t ipv6_provider = 48;    ///< 1..64
-  friend bool operator==(const level_prefixes&, const level_prefixes&) = default;
-};
+using core::level_prefixes;
 
 /// The keys of one address: the finer level first (individual or subnet), then the coarser.
 struct address_keys {

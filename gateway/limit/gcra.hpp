@@ -6,14 +6,14 @@
 #include <cstdint>
 
 #include "gateway/core/clock.hpp"
+#include "gateway/core/levels.hpp"
 #include "gateway/core/units.hpp"
 
 namespace tollgate::limit {
 
 using core::nanos;
 
-/// Largest burst a limit may have; keeps every product below in int64 range.
-inline constexpr std::uint32_t max_burst = 1'000'000;
+using core::max_burst;
 
 /// The derived constants of one limit.
 struct gcra_params {

@@ -44,22 +44,35 @@ void append_ratelimit_field(std::string& out, const binding_view& b, nanos now) 
   core::append_decimal(out, core::ceil_seconds(b.reset - now));
 }
 
+namespace {
+
+/// One policy item per configured tier of an enforced limit.
+void append_policy_item(std::string& out, const limit_spec& spec) {
+  if (spec.shadow) return;
+  for (int t = 0; t < 2; ++t) {
+    const gcra_params& p = spec.tiers[t];
+    if (p.burst == 0) continue;
+    if (!out.empty()) out += ", ";
+    append_name(out, spec.name, static_cast<tier>(t));
+    out += ";q=";
+    core::append_decimal(out, p.burst);
+    out += ";w=";
+    core::append_decimal(out, gcra_window_seconds(p));
+  }
+}
+
+}  // namespace
+
 std::string policy_field(std::span<const limit_spec* const> limits) {
   std::string out;
-  for (const limit_spec* spec : limits) {
-    if (spec->shadow) continue;
-    for (int t = 0; t < 2; ++t) {
-      const gcra_params& p = spec->tiers[t];
-      if (p.burst == 0) continue;
-      if (!out.empty()) out += ", ";
-      append_name(out, spec->name, static_cast<tier>(t));
-      out += ";q=";
-      core::append_decimal(out, p.burst);
-      out += ";w=";
-      core::append_decimal(out, gcra_window_seconds(p));
-    }
-  }
+  for (const limit_spec* spec : limits)
+    append_policy_item(out, *spec);
   return out;
+}
+
+void append_policy_field(std::string& out, const limit_request& req) {
+  for (std::uint8_t g = 0; g < req.group_count; ++g)
+    append_policy_item(out, *req.groups[g].spec);
 }
 
 void append_limit_name(std::string& out, const binding_view& b) {

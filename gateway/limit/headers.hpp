@@ -44,6 +44,8 @@ void append_ratelimit_field(std::string& out, const binding_view& b, nanos now);
 /// are left out: the client sees none of them). Computed once per category and address family
 /// when a configuration is loaded.
 std::string policy_field(std::span<const limit_spec* const> limits);
+/// The same for the limits of `req`, appended to `out` (a request that lacks some key).
+void append_policy_field(std::string& out, const limit_request& req);
 
 /// Appends `<name>.<tier>` of `b` (the value of X-Tollgate-Shadow).
 void append_limit_name(std::string& out, const binding_view& b);

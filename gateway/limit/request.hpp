@@ -16,10 +16,10 @@ struct limit_group {
   std::uint64_t key;       ///< address prefix, hashed key value, or 0 (global)
 };
 
-/// Most limits one request carries: an address's two levels and six others.
-inline constexpr std::size_t max_groups = 8;
 /// Most limits on keys other than the address, per category (validated at load).
-inline constexpr std::size_t max_keyed_limits = max_groups - 2;
+using core::max_keyed_limits;
+/// Most limits one request carries: an address's two levels and the others.
+inline constexpr std::size_t max_groups = 2 + max_keyed_limits;
 /// Most single tiers one request carries.
 inline constexpr std::size_t max_limits = max_groups * 2;
 

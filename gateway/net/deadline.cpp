@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "gateway/net/upstream_pool.hpp"
-
 namespace tollgate::net {
 
 namespace {
@@ -50,7 +48,7 @@ void check(std::shared_ptr<deadline_watch> watch) {
       }
       // An upstream phase ran out: only that connection goes; the client gets a 504.
       error_code ignored;
-      w.upstream->socket.close(ignored);
+      w.upstream->close(ignored);
       w.upstream_timed_out = true;
       w.upstream = nullptr;
       w.at = clock::time_point::max();

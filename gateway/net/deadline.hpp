@@ -13,7 +13,6 @@
 
 namespace tollgate::net {
 
-struct upstream_connection;
 class client_stream;
 
 /// The deadline of a connection's current phase and what to close when it passes. Shared by
@@ -41,9 +40,9 @@ struct deadline_watch {
     at = clock::now() + d;
     upstream = nullptr;
   }
-  /// Upstream connection `u` has `d` to connect, accept the request or answer; at the
-  /// deadline only `u` is closed and `upstream_timed_out` set (the client gets a 504).
-  void upstream_for(upstream_connection* u, std::chrono::nanoseconds d) {
+  /// Upstream socket `u` has `d` to connect, accept the request or answer; at the deadline
+  /// only `u` is closed and `upstream_timed_out` set (the client gets a 504).
+  void upstream_for(tcp_socket* u, std::chrono::nanoseconds d) {
     at = clock::now() + d;
     upstream = u;
     upstream_timed_out = false;
@@ -67,7 +66,7 @@ struct deadline_watch {
   client_stream& stream;  ///< the client's bytes, plain or TLS (the session's, not the watchdog's)
   timer alarm;            ///< the watchdog's
   clock::time_point at = clock::time_point::max();  ///< current deadline
-  upstream_connection* upstream = nullptr;          ///< set during upstream phases
+  tcp_socket* upstream = nullptr;                   ///< set during upstream phases
   bool upstream_timed_out = false;                  ///< the last upstream phase ran out of time
   bool ended = false;                               ///< the session is over
   clock::time_point release_at = clock::time_point::max();  ///< see release_after

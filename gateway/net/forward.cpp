@@ -43,17 +43,28 @@ std::chrono::nanoseconds read_deadline(const relay_bounds& b,
   return std::clamp<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0), b.read_timeout);
 }
 
-/// Relays the message `parser` is reading from `in` to `out`: `head` (already rendered) goes
-/// with the first piece of the body, each piece framed as `chunked` says, each write one
-/// system call. Pieces are sent as they arrive (read_some), so streamed bodies keep moving.
-/// `read_failed` tells a failure to read from `in` from one to write to `out`.
+/// One direction of an exchange, for relay(): where the message comes from and goes to.
+/// relay() sends the message `parser` reads from `in` to `out`: `head` goes with the first
+/// piece of the body, each piece framed as `chunked` says, each write one system call. Pieces
+/// are sent as they arrive (read_some), so streamed bodies keep moving. `read_failed` tells a
+/// failure to read from `in` from one to write to `out`.
 template <bool isRequest, class In, class Out>
-task<error_code> relay(In& in, beast::flat_buffer& in_buffer,
-                       http::parser<isRequest, http::buffer_body, arena_allocator<char>>& parser,
-                       Out& out, const std::string& head, bool chunked,
-                       std::array<char, 16 * 1024>& chunk, deadline_watch& watch,
-                       upstream_connection& upstream, const relay_bounds& bounds,
-                       bool& read_failed) {
+struct relay_path {
+  In& in;                      ///< the sending side
+  beast::flat_buffer& buffer;  ///< bytes read from `in` and not yet parsed
+  http::parser<isRequest, http::buffer_body, arena_allocator<char>>& parser;  ///< reads `in`
+  Out& out;                            ///< the receiving side
+  const std::string& head;             ///< rendered head, sent with the first piece of the body
+  bool chunked;                        ///< frame the body chunked towards `out`
+  std::array<char, 16 * 1024>& chunk;  ///< one piece of the body
+  deadline_watch& watch;               ///< bounds every read and write
+  tcp_socket& upstream;                ///< the upstream side, closed when its phase runs out
+  relay_bounds bounds;                 ///< timeouts and limits
+};
+
+template <bool isRequest, class In, class Out>
+task<error_code> relay(const relay_path<isRequest, In, Out>& path, bool& read_failed) {
+  auto& [in, in_buffer, parser, out, head, chunked, chunk, watch, upstream, bounds] = path;
   read_failed = false;
   const auto started = deadline_watch::clock::now();
   std::uint64_t received = 0;
@@ -290,9 +301,10 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
     }
     // The head goes with the first piece of the body: one system call where two would do.
     bool client_failed = false;
-    error_code ec =
-        co_await relay<true>(watch.stream, client_buffer, parser, conn->socket, sc.head,
-                             parser.chunked(), sc.body, watch, *conn, bounds, client_failed);
+    const relay_path<true, client_stream, tcp_socket> request_path{
+        watch.stream,     client_buffer, parser, conn->socket, sc.head,
+        parser.chunked(), sc.body,       watch,  conn->socket, bounds};
+    error_code ec = co_await relay(request_path, client_failed);
     if (client_failed) {
       // The upstream saw a truncated body; that connection is beyond saving, and so is the
       // client's, whose framing was not followed to its end.
@@ -324,7 +336,7 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
       rp->body_limit(boost::none);  // responses are streamed, never held
       rp->header_limit(max_response_head);
       if (req.method() == http::verb::head) rp->skip(true);
-      watch.upstream_for(conn.get(), response_timeout);
+      watch.upstream_for(&conn->socket, response_timeout);
       ec = co_await read_head(conn->socket, conn->buffer, *rp);
       const unsigned status = ec ? 0 : rp->get().result_int();
       if (status == 101) ec = asio::error::operation_not_supported;
@@ -378,9 +390,10 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
   const relay_bounds bounds{duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout),
                             duration_of(r.snap.config.limits.body_timeout), max_response_head, 0};
   bool upstream_failed = false;
-  const error_code ec =
-      co_await relay<false>(conn->socket, conn->buffer, *rp, watch.stream, sc.head, framing.chunked,
-                            sc.body, watch, *conn, bounds, upstream_failed);
+  const relay_path<false, tcp_socket, client_stream> response_path{
+      conn->socket,    conn->buffer, *rp,   watch.stream, sc.head,
+      framing.chunked, sc.body,      watch, conn->socket, bounds};
+  const error_code ec = co_await relay(response_path, upstream_failed);
   // Mid-body failures cannot be reported any more: the head is gone. Close.
   if (ec) co_return false;
   // Bytes past the response's end would be read as the next client's response: such a

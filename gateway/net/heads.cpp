@@ -1,11 +1,11 @@
 #include "gateway/net/heads.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstring>
 
 #include "gateway/core/text.hpp"
-#include "gateway/net/http_helpers.hpp"
 #include "gateway/policy/request_checks.hpp"
 
 namespace tollgate::net {
@@ -72,10 +72,15 @@ bool is_forwarding_field(std::string_view name) noexcept {
          core::iequals(name, pow_solution_field) || core::iequals(name, shadow_field);
 }
 
+/// The fields of DESIGN §4 that the gateway sets on every checked response, in the order it
+/// writes them; an upstream's own are dropped so that the client sees one value of each.
+constexpr std::array<std::string_view, 6> rate_limit_field_names = {
+    "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
+    "X-RateLimit-Level", "RateLimit-Policy",      "RateLimit"};
+
 bool is_rate_limit_field(std::string_view name) noexcept {
-  return core::iequals(name, "x-ratelimit-limit") || core::iequals(name, "x-ratelimit-remaining") ||
-         core::iequals(name, "x-ratelimit-reset") || core::iequals(name, "x-ratelimit-level") ||
-         core::iequals(name, "ratelimit-policy") || core::iequals(name, "ratelimit");
+  return std::any_of(rate_limit_field_names.begin(), rate_limit_field_names.end(),
+                     [&](std::string_view n) { return core::iequals(name, n); });
 }
 
 /// A Content-Length as it was received: all 64 bits of it (a signed conversion would write
@@ -90,12 +95,10 @@ void append_length(std::string& out, std::uint64_t length) {
 
 void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields& fields) {
   if (!fields.present) return;
-  append_line(out, "X-RateLimit-Limit", fields.limit);
-  append_line(out, "X-RateLimit-Remaining", fields.remaining);
-  append_line(out, "X-RateLimit-Reset", fields.reset);
-  append_line(out, "X-RateLimit-Level", fields.level);
-  append_line(out, "RateLimit-Policy", fields.policy);
-  append_line(out, "RateLimit", fields.ratelimit);
+  const std::array<std::string_view, 6> values = {fields.limit, fields.remaining, fields.reset,
+                                                  fields.level, fields.policy,    fields.ratelimit};
+  for (std::size_t i = 0; i < values.size(); ++i)
+    append_line(out, rate_limit_field_names[i], values[i]);
   if (!fields.retry_after.empty()) {
     append_line(out, "Retry-After", fields.retry_after);
     append_line(out, "X-RateLimit-Reason", fields.reason);

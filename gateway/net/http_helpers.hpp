@@ -138,31 +138,6 @@ class scratch_pool {
   std::size_t in_use_ = 0;                                  ///< taken, not given back
 };
 
-/// Beast's string view as a standard one.
-inline std::string_view sv(beast::string_view s) noexcept {
-  return {s.data(), s.size()};
-}
-
-/// Nanoseconds as a duration for expires_after.
-inline std::chrono::nanoseconds duration_of(core::nanos n) noexcept {
-  return std::chrono::nanoseconds(n);
-}
-
-/// Feeds bytes already in `buffer` to `parser` without I/O: an awaited read that completes at
-/// once still costs a trip through the scheduler. Returns true when the parser advanced (or is
-/// done); false when it needs more input; errors other than "need more / need buffer" are
-/// stored in `ec`.
-template <bool isRequest, class Body, class Allocator>
-bool parse_buffered(http::parser<isRequest, Body, Allocator>& parser, beast::flat_buffer& buffer,
-                    error_code& ec) {
-  ec = {};
-  if (buffer.size() == 0) return false;
-  const std::size_t used = parser.put(buffer.data(), ec);
-  buffer.consume(used);
-  if (ec == http::error::need_more || ec == http::error::need_buffer) ec = {};
-  return used > 0 || parser.is_done();
-}
-
 /// One read from `s` into `buffer`, as large as the buffer's free room (at least 4 KiB). At the
 /// end of the stream `parser` is told so: that completes a body delimited by the close, and is
 /// `end_of_stream` before a message or `partial_message` inside one. The bytes read are left

@@ -3,9 +3,12 @@
 /// and its response allocate their fields from a block the connection reuses, instead of one
 /// heap allocation per field. Internal to net/.
 
+#include <chrono>
 #include <cstddef>
 #include <new>
+#include <string_view>
 
+#include "gateway/core/clock.hpp"
 #include "gateway/net/asio.hpp"
 
 namespace tollgate::net {
@@ -73,6 +76,31 @@ using response_parser = http::response_parser<http::buffer_body, arena_allocator
 inline auto on_arena(field_arena& a) {
   return std::make_tuple(std::piecewise_construct, std::make_tuple(),
                          std::make_tuple(arena_allocator<char>(a)));
+}
+
+/// Beast's string view as a standard one.
+inline std::string_view sv(beast::string_view s) noexcept {
+  return {s.data(), s.size()};
+}
+
+/// Nanoseconds as a duration for expires_after.
+inline std::chrono::nanoseconds duration_of(core::nanos n) noexcept {
+  return std::chrono::nanoseconds(n);
+}
+
+/// Feeds bytes already in `buffer` to `parser` without I/O: an awaited read that completes at
+/// once still costs a trip through the scheduler. Returns true when the parser advanced (or is
+/// done); false when it needs more input; errors other than "need more / need buffer" are
+/// stored in `ec`.
+template <bool isRequest, class Body, class Allocator>
+bool parse_buffered(http::parser<isRequest, Body, Allocator>& parser, beast::flat_buffer& buffer,
+                    error_code& ec) {
+  ec = {};
+  if (buffer.size() == 0) return false;
+  const std::size_t used = parser.put(buffer.data(), ec);
+  buffer.consume(used);
+  if (ec == http::error::need_more || ec == http::error::need_buffer) ec = {};
+  return used > 0 || parser.is_done();
 }
 
 }  // namespace tollgate::net

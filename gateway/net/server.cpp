@@ -1,5 +1,7 @@
 #include "gateway/net/server.hpp"
 
+#include "gateway/net/session.hpp"
+
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 

@@ -1,3 +1,5 @@
+#include "gateway/net/session.hpp"
+
 #include <array>
 #include <cstring>
 #include <span>
@@ -394,10 +396,18 @@ void log_access(const connection_scratch& sc) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r.started)
           .count();
-  spdlog::info("access {} \"{} {} HTTP/{}.{}\" {} category={} decision={} {:.3f}ms",
+  // The binding limit: the one that rejected, or, forwarded past a shadowed limit, that one;
+  // "-" when no limit was in the way.
+  std::string limit = "-";
+  if (!sc.fields.shadow.empty()) {
+    limit = sc.fields.shadow;
+  } else if (sc.fields.present && !sc.fields.retry_after.empty()) {
+    limit = std::string(sc.fields.level) + "." + std::string(sc.fields.tier);
+  }
+  spdlog::info("access {} \"{} {} HTTP/{}.{}\" {} category={} decision={} limit={} {:.3f}ms",
                r.client.to_string(), sv(req.method_string()), sv(req.target()), r.version / 10,
                r.version % 10, sc.status, r.route->category->name,
-               metrics::decision_name(r.outcome), ms);
+               metrics::decision_name(r.outcome), limit, ms);
 }
 
 /// Appends what the socket has now to `out`, read into a block on the thread's stack (not a
@@ -456,11 +466,87 @@ task<bool> await_whole_head(worker& w, deadline_watch& watch,
   co_return true;
 }
 
-/// The request loop of one connection; `watch` bounds every phase.
+/// Phase 1, once per connection: the PROXY protocol header (and with it the client's place
+/// under the per-address cap), then the TLS handshake. False when the connection is to close.
+task<bool> open_connection(worker& w, deadline_watch& watch, connection_scratch& sc,
+                           core::address& peer, const listener_info& l, address_slot& slot,
+                           std::shared_ptr<asio::ssl::context>& tls_context) {
+  const auto header_timeout = duration_of(w.current->config.limits.header_timeout);
+  if (l.proxy_protocol) {
+    if (!co_await read_proxy_header(watch, sc.buffer, header_timeout, peer)) co_return false;
+    // The client is known now: its place under the per-address cap.
+    const auto key = address_slots::key_of(peer);
+    if (!w.per_address->try_take(key, w.current->config.limits.max_connections_per_address)) {
+      refuse(w, watch.client, l, metrics::refusal::per_address, peer);
+      co_return false;
+    }
+    slot = address_slot(*w.per_address, key);
+  }
+  if (!l.tls) co_return true;
+  // TLS begins after the PROXY header; the handshake shares the header's timeout. The context
+  // is this listener's (by name: listeners change at restart only) in the current snapshot, so
+  // a reload's renewed certificate serves new connections; held for the connection's life.
+  tls_context = w.current->tls_context(l.name);
+  if (tls_context == nullptr) {
+    spdlog::error("listener {}: no TLS settings in the configuration in force", l.name);
+    co_return false;
+  }
+  watch.client_for(header_timeout);
+  if (const error_code ec = co_await watch.stream.handshake(*tls_context, sc.buffer)) {
+    spdlog::debug("TLS handshake with {} failed: {}", peer.to_string(), ec.message());
+    co_return false;
+  }
+  co_return true;
+}
+
+/// Phase 2: waits for the next request (`first`: the connection's first) and reads its head
+/// into a fresh parser. False when the connection ended; otherwise `rec` says how reading the
+/// head went (an error is answered by phase 3).
+task<bool> read_request(worker& w, deadline_watch& watch, std::unique_ptr<connection_scratch>& sc,
+                        bool first, error_code& rec) {
+  const auto& idle_limits = w.current->config.limits;
+  const auto idle = duration_of(first ? idle_limits.header_timeout : idle_limits.keepalive_timeout);
+  if (!co_await await_request(w, watch, sc, idle, !first)) co_return false;
+  if (!co_await await_whole_head(w, watch, sc, w.current->config.limits.max_header_bytes,
+                                 duration_of(w.current->config.limits.header_timeout))) {
+    co_return false;
+  }
+  begin_request(w, *sc);
+  request_in_hand& r = sc->request;
+  const auto& limits = r.snap->config.limits;
+  // Usually the whole head came with the first read: parsed without another await.
+  std::uint64_t head_bytes = 0;
+  rec = {};
+  if (!parse_head_buffered(*r.parser, sc->buffer, head_bytes, limits.max_header_bytes, rec) &&
+      !rec) {
+    rec = co_await read_request_head(watch, sc->buffer, *r.parser, head_bytes,
+                                     limits.max_header_bytes, duration_of(limits.header_timeout));
+  }
+  co_return true;
+}
+
+/// Phase 3 (without the wait for a store that answers later): the gate's decision on the
+/// request in hand, whose head reading ended with `rec`.
+next_step gate_request(worker& w, connection_scratch& sc, const core::address& peer,
+                       const error_code& rec) {
+  const next_step step = plan_request(w, sc, peer, rec);
+  return step == next_step::ask_limits ? decide_limits(w, sc) : step;
+}
+
+/// Phase 4 for a refusal: the local answer the request in hand gets.
+local_answer answer_of(const request_in_hand& r) {
+  return {r.status,
+          r.body,
+          r.extra_fields,
+          r.rate,
+          r.keep_open,
+          r.version,
+          duration_of(r.snap->config.limits.body_timeout)};
+}
+
+/// The request loop of one connection, phase by phase; `watch` bounds every one.
 task<void> serve(worker& w, deadline_watch& watch, core::address peer, const listener_info& l,
                  address_slot& slot) {
-  tcp_socket& client = watch.client;
-  error_code ec;
   // The connection's scratch, given back to the worker when the session ends (and while it
   // waits between requests).
   struct scratch_holder {
@@ -473,89 +559,34 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     }
   } held{w, w.scratch.take()};
   std::unique_ptr<connection_scratch>& sc = held.sc;
-  if (l.proxy_protocol) {
-    if (!co_await read_proxy_header(watch, sc->buffer,
-                                    duration_of(w.current->config.limits.header_timeout), peer)) {
-      co_return;
-    }
-    // The client is known now: its place under the per-address cap.
-    const auto key = address_slots::key_of(peer);
-    if (!w.per_address->try_take(key, w.current->config.limits.max_connections_per_address)) {
-      refuse(w, client, l, metrics::refusal::per_address, peer);
-      co_return;
-    }
-    slot = address_slot(*w.per_address, key);
-  }
-  // TLS begins after the PROXY header; the handshake shares the header's timeout.
   std::shared_ptr<asio::ssl::context> tls_context;
-  if (l.tls) {
-    // The context of this listener (by name: listeners themselves change at restart only) in
-    // the current snapshot, so a reload's renewed certificate serves new connections; held for
-    // the connection's life.
-    tls_context = w.current->tls_context(l.name);
-    if (tls_context == nullptr) {
-      spdlog::error("listener {}: no TLS settings in the configuration in force", l.name);
-      co_return;
-    }
-    watch.client_for(duration_of(w.current->config.limits.header_timeout));
-    if (const error_code hec = co_await watch.stream.handshake(*tls_context, sc->buffer)) {
-      spdlog::debug("TLS handshake with {} failed: {}", peer.to_string(), hec.message());
-      co_return;
-    }
-  }
+  if (!co_await open_connection(w, watch, *sc, peer, l, slot, tls_context)) co_return;
   const std::string peer_text = peer.to_string();  // made once for the connection
   // The request in hand lives in the scratch, not in this frame, which every idle connection
   // keeps (and a coroutine per request would cost a frame allocation per request).
   for (bool first = true;; first = false) {
-    const auto& idle_limits = w.current->config.limits;
-    const auto idle =
-        duration_of(first ? idle_limits.header_timeout : idle_limits.keepalive_timeout);
-    if (!co_await await_request(w, watch, sc, idle, !first)) co_return;
-    if (!co_await await_whole_head(w, watch, sc, w.current->config.limits.max_header_bytes,
-                                   duration_of(w.current->config.limits.header_timeout))) {
-      co_return;
-    }
-    begin_request(w, *sc);
-    request_in_hand& r = sc->request;
-    const auto& limits = r.snap->config.limits;
-    // Usually the whole head came with the first read: parsed without another await.
-    std::uint64_t head_bytes = 0;
     error_code rec;
-    if (!parse_head_buffered(*r.parser, sc->buffer, head_bytes, limits.max_header_bytes, rec) &&
-        !rec) {
-      rec = co_await read_request_head(watch, sc->buffer, *r.parser, head_bytes,
-                                       limits.max_header_bytes, duration_of(limits.header_timeout));
-    }
+    if (!co_await read_request(w, watch, sc, first, rec)) co_return;
     const worker_count busy(w.in_flight);  // graceful stop waits for these
-    next_step step = plan_request(w, *sc, peer, rec);
-    if (step == next_step::ask_limits) step = decide_limits(w, *sc);
+    next_step step = gate_request(w, *sc, peer, rec);
     if (step == next_step::ask_limits) step = co_await await_limits(w, *sc);
+    if (step == next_step::close) co_return;
+    request_in_hand& r = sc->request;
     bool stay = false;
-    switch (step) {
-      case next_step::close:
-        co_return;
-      case next_step::ask_limits:  // await_limits never returns it
-      case next_step::answer: {
-        const local_answer answer{r.status,
-                                  r.body,
-                                  r.extra_fields,
-                                  r.rate,
-                                  r.keep_open,
-                                  r.version,
-                                  duration_of(limits.body_timeout)};
-        stay = co_await write_local(watch, *sc, answer);
-        break;
-      }
-      case next_step::forward:
-        sc->forwarding.emplace(*r.snap, *r.route, peer, r.client, peer_text, l.tls, r.keep_alive,
-                               r.version, r.who, !r.has_host);
-        stay = co_await forward(w, *sc->forwarding, watch, sc->buffer, *r.parser, *sc);
-        break;
+    if (step == next_step::forward) {
+      sc->forwarding.emplace(*r.snap, *r.route, peer, r.client, peer_text, l.tls, r.keep_alive,
+                             r.version, r.who, !r.has_host);
+      stay = co_await forward(w, *sc->forwarding, watch, sc->buffer, *r.parser, *sc);
+    } else {
+      const local_answer answer = answer_of(r);
+      stay = co_await write_local(watch, *sc, answer);
     }
-    // Heads refused before a route was chosen are not logged (their bytes are not trusted).
+    // Phase 5. Heads refused before a route was chosen are not logged (their bytes are not
+    // trusted).
     if (r.snap->config.logging.access_log && r.route != nullptr) log_access(*sc);
     if (!stay) {
-      client.shutdown(tcp::socket::shutdown_send, ec);
+      error_code ignored;
+      watch.client.shutdown(tcp::socket::shutdown_send, ignored);
       co_return;
     }
   }

@@ -86,7 +86,7 @@ task<std::unique_ptr<upstream_connection>> upstream_pool::connect(const snapshot
   c->generation = s.generation;
   c->upstream = u;
   c->endpoint = e;
-  watch.upstream_for(c.get(), as_duration(s.config.upstreams[u].connect_timeout));
+  watch.upstream_for(&c->socket, as_duration(s.config.upstreams[u].connect_timeout));
   auto [ec] = co_await c->socket.async_connect(s.upstream_endpoints[u][e], use_tuple);
   if (ec) {
     why = watch.upstream_timed_out ? connect_failure::timeout : connect_failure::refused;

@@ -93,10 +93,4 @@ struct worker {
 void refuse(worker& w, tcp_socket& socket, const listener_info& l, metrics::refusal why,
             const core::address& peer);
 
-/// Serves one client connection from `peer` until it closes, holding `slot` (its place under
-/// the per-address cap; taken by the session itself on PROXY protocol listeners, where the
-/// client is known only from the header); never throws for network errors.
-task<void> run_session(worker& w, tcp_socket socket, const listener_info& l, core::address peer,
-                       address_slot slot);
-
 }  // namespace tollgate::net

@@ -101,8 +101,7 @@ std::string_view value_of(const limit::limit_spec& s, const key_sources& keys, s
 
 compiled_policy::compiled_policy(const config::policy_config& policy, core::siphash_key key_secret)
     : violations_(compile_violations(policy)), key_secret_(key_secret) {
-  const auto& p = policy.prefixes;
-  prefixes_ = {p.ipv4_individual, p.ipv4_network, p.ipv6_subnet, p.ipv6_provider};
+  prefixes_ = policy.prefixes;
   categories_.reserve(policy.categories.size());
   std::map<std::uint32_t, std::string> scopes;
   for (const config::category_config& cc : policy.categories) {
@@ -128,6 +127,12 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
     }
     c.policy_field[0] = family_policy_field(c, level::ipv4_individual, level::ipv4_network);
     c.policy_field[1] = family_policy_field(c, level::ipv6_subnet, level::ipv6_provider);
+    for (int f = 0; f < 2; ++f) {
+      const level fine = f == 0 ? level::ipv4_individual : level::ipv6_subnet;
+      const level coarse = f == 0 ? level::ipv4_network : level::ipv6_provider;
+      c.family_limits[f] = static_cast<std::uint8_t>(
+          (c.at_level(fine) != nullptr) + (c.at_level(coarse) != nullptr) + c.keyed.size());
+    }
     c.pow = compile_pow(cc, violations_);
     categories_.push_back(std::move(c));
   }

@@ -24,10 +24,11 @@ struct category_limits {
   std::uint32_t cost = 1;                 ///< per request (a route may set its own)
   std::vector<limit::limit_spec> limits;  ///< in configuration order; slot = index
   std::array<std::int8_t, limit::level_count> by_level{-1, -1, -1, -1};  ///< address limits
-  std::vector<std::uint8_t> keyed;          ///< indices of the other limits, in order
-  std::array<std::string, 2> policy_field;  ///< RateLimit-Policy for IPv4 [0] and IPv6 [1]
-  category_pow pow;                         ///< proof of work, status violations
-  bool shadow = false;                      ///< mode: shadow (every limit shadowed)
+  std::vector<std::uint8_t> keyed;              ///< indices of the other limits, in order
+  std::array<std::string, 2> policy_field;      ///< RateLimit-Policy for IPv4 [0] and IPv6 [1]
+  std::array<std::uint8_t, 2> family_limits{};  ///< limits policy_field lists, per family
+  category_pow pow;                             ///< proof of work, status violations
+  bool shadow = false;                          ///< mode: shadow (every limit shadowed)
 
   /// The address limit of level `l`, or nullptr.
   const limit::limit_spec* at_level(limit::level l) const noexcept {

@@ -31,7 +31,16 @@ void describe(const limit::limit_request& req, const limit::decision& d, const c
   assign_int(out.reset, limit::reset_unix_seconds(b));
   out.level = b.name;
   out.tier = limit::tier_name(b.which);
-  out.policy = c.policy_field[fam == core::family::v4 ? 0 : 1];
+  const int f = fam == core::family::v4 ? 0 : 1;
+  if (req.group_count == c.family_limits[f]) {
+    out.policy = c.policy_field[f];
+  } else {
+    // Some limit's key was missing, so that limit was not applied and is not listed (DESIGN §4:
+    // only the limits applied to this request).
+    out.policy_text.clear();
+    limit::append_policy_field(out.policy_text, req);
+    out.policy = out.policy_text;
+  }
   out.ratelimit.clear();
   limit::append_ratelimit_field(out.ratelimit, b, req.now);
   if (d.admitted) return;

@@ -20,7 +20,8 @@ struct rate_limit_fields {
   std::string reset;               ///< X-RateLimit-Reset
   std::string_view level;          ///< X-RateLimit-Level: the binding limit's name
   std::string_view tier;           ///< its tier: "short" or "long"
-  std::string_view policy;         ///< RateLimit-Policy (owned by the compiled policy)
+  std::string_view policy;         ///< RateLimit-Policy (the compiled policy's, or `policy_text`)
+  std::string policy_text;         ///< RateLimit-Policy of a request that lacks some limit's key
   std::string ratelimit;           ///< RateLimit
   std::string retry_after;         ///< Retry-After (rejections only)
   std::int64_t retry_seconds = 0;  ///< the same as a number

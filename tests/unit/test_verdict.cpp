@@ -93,3 +93,30 @@ categories:
   CHECK_FALSE(f.present);
   CHECK(f.shadow == "ipv4_individual.short");
 }
+
+TEST_CASE("RateLimit-Policy lists the limits applied: not one whose key the request lacks",
+          "[verdict][keys]") {
+  const auto cfg = config::load_policy_text(R"(
+categories:
+  api:
+    limits:
+      ipv4_individual: { short: { rate: 10/s, burst: 10 } }
+      per_api_key: { key: { header: X-Api-Key }, short: { rate: 1/s, burst: 2 } }
+)",
+                                            "p.yaml");
+  const policy::compiled_policy p(cfg, {});
+  const auto& api = *p.find("api");
+  limit::memory_store store({}, 1);
+  const auto client = core::address::parse("192.0.2.10").value();
+  std::uint32_t unkeyed = 0;
+  policy::rate_limit_fields f;
+  test::fake_request keyed;
+  keyed.headers.emplace("x-api-key", "k");
+  auto req = p.request(api, client, keyed.keys(), 1, 0, unkeyed);
+  policy::describe(req, store.decide(req), api, client.family(), f);
+  CHECK(f.policy == "\"ipv4_individual.short\";q=10;w=1, \"per_api_key.short\";q=2;w=2");
+  req = p.request(api, client, test::fake_request{}.keys(), 1, 0, unkeyed);
+  CHECK(unkeyed == 0b10);
+  policy::describe(req, store.decide(req), api, client.family(), f);
+  CHECK(f.policy == "\"ipv4_individual.short\";q=10;w=1");
+}
