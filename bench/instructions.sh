@@ -5,6 +5,7 @@
 # calls per request. Steady where wall-clock times are not.
 #
 #   bash bench/instructions.sh [SECONDS] [TOLLGATE_BINARY]   (defaults: 10, build/tollgate)
+#   CALLGRIND_KEEP=DIR bash bench/instructions.sh ...        (keeps the profile parts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-10}"
@@ -36,6 +37,8 @@ requests=$(wrk -t1 -c16 -d"${seconds}s" "http://127.0.0.1:$port$url_path" | awk 
 callgrind_control -d "$cg" >/dev/null
 kill "$cg"; wait "$cg" 2>/dev/null || true
 ir=$(cat "$work"/cg.out* | awk '/^summary:/ {s += $2} END {print s}')
+# CALLGRIND_KEEP=DIR keeps the profile parts, for callgrind_annotate (where the instructions go).
+if [ -n "${CALLGRIND_KEEP:-}" ]; then mkdir -p "$CALLGRIND_KEEP" && cp "$work"/cg.out* "$CALLGRIND_KEEP"/; fi
 printf 'instructions per request: %.0f  (%s requests under callgrind)\n' \
   "$(awk -v i="$ir" -v n="$requests" 'BEGIN {print i / n}')" "$requests"
 

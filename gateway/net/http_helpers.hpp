@@ -72,7 +72,7 @@ struct forward_request {
 
 /// Buffers a connection uses while it carries a request. A connection that stays idle, or
 /// sends its head slowly, gives them back to its worker's scratch_pool (see await_request and
-/// await_whole_head in session.cpp).
+/// collect_slow_head in session.cpp).
 struct connection_scratch {
   /// Blocks are mapped from the kernel rather than the heap: pages are resident only once
   /// touched (a request without a body never touches `body`), and a block freed after a burst

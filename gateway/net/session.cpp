@@ -137,7 +137,7 @@ task<bool> read_proxy_header(deadline_watch& watch, beast::flat_buffer& buffer,
 }
 
 /// Reads the rest of a request head that parse_head_buffered found incomplete, within
-/// `timeout`: on TLS connections, whose heads await_whole_head does not collect.
+/// `timeout`: on TLS connections, whose heads collect_slow_head does not collect.
 task<error_code> read_request_head(deadline_watch& watch, beast::flat_buffer& buffer,
                                    request_parser& parser, std::uint64_t head, std::uint64_t limit,
                                    std::chrono::nanoseconds timeout) {
@@ -424,23 +424,29 @@ bool append_available(tcp_socket& s, std::string& out, error_code& ec) {
   return true;
 }
 
-/// Makes sure the scratch holds a whole request head (or more than `limit` bytes of one, which
-/// the parser then refuses) before the request is parsed. A head that did not come whole with
-/// its first bytes is collected, within `timeout`, in a string sized to what arrived, and the
-/// scratch goes back to the worker meanwhile: a client sending its head slowly holds its bytes,
-/// not a scratch block. False when the connection ended or the head ran out of time.
-task<bool> await_whole_head(worker& w, deadline_watch& watch,
-                            std::unique_ptr<connection_scratch>& sc, std::uint64_t limit,
-                            std::chrono::nanoseconds timeout) {
-  auto view = [](const beast::flat_buffer& b) {
-    return std::string_view(static_cast<const char*>(b.cdata().data()), b.size());
-  };
-  constexpr std::string_view end_of_head = "\r\n\r\n";
-  if (watch.stream.tls() || sc->buffer.size() > limit ||
-      view(sc->buffer).find(end_of_head) != std::string_view::npos) {
-    co_return true;  // TLS reads go through OpenSSL's buffers, which it keeps anyway
-  }
-  std::string partial(view(sc->buffer));
+/// The bytes of `b` as text.
+std::string_view view_of(const beast::flat_buffer& b) {
+  return {static_cast<const char*>(b.cdata().data()), b.size()};
+}
+
+constexpr std::string_view end_of_head = "\r\n\r\n";
+
+/// Whether the scratch holds a whole request head already (or more than `limit` bytes of one,
+/// which the parser then refuses), as it almost always does after the first read. TLS heads
+/// count as whole: their reads go through OpenSSL's buffers, which it keeps anyway.
+bool head_in_hand(const deadline_watch& watch, const connection_scratch& sc, std::uint64_t limit) {
+  return watch.stream.tls() || sc.buffer.size() > limit ||
+         view_of(sc.buffer).find(end_of_head) != std::string_view::npos;
+}
+
+/// Collects a request head that did not come whole with its first bytes, within `timeout`, in
+/// a string sized to what arrived, the scratch given back to the worker meanwhile: a client
+/// sending its head slowly holds its bytes, not a scratch block. False when the connection
+/// ended or the head ran out of time.
+task<bool> collect_slow_head(worker& w, deadline_watch& watch,
+                             std::unique_ptr<connection_scratch>& sc, std::uint64_t limit,
+                             std::chrono::nanoseconds timeout) {
+  std::string partial(view_of(sc->buffer));
   // A head already malformed is refused now (the caller parses it again), not when it ends.
   begin_request(w, *sc);
   error_code ec;
@@ -507,8 +513,10 @@ task<bool> read_request(worker& w, deadline_watch& watch, std::unique_ptr<connec
   const auto& idle_limits = w.current->config.limits;
   const auto idle = duration_of(first ? idle_limits.header_timeout : idle_limits.keepalive_timeout);
   if (!co_await await_request(w, watch, sc, idle, !first)) co_return false;
-  if (!co_await await_whole_head(w, watch, sc, w.current->config.limits.max_header_bytes,
-                                 duration_of(w.current->config.limits.header_timeout))) {
+  const auto& head_limits = w.current->config.limits;
+  if (!head_in_hand(watch, *sc, head_limits.max_header_bytes) &&
+      !co_await collect_slow_head(w, watch, sc, head_limits.max_header_bytes,
+                                  duration_of(head_limits.header_timeout))) {
     co_return false;
   }
   begin_request(w, *sc);
