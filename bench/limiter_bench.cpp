@@ -101,7 +101,7 @@ categories:
     capacity.ipv4_network = live_keys * 6 / 5;
     capacity.ipv6_subnet = 1;
     capacity.ipv6_provider = 1;
-    capacity.keyed = 16;
+    capacity.keyed = 100'000;  // the default: 256 lock stripes, as in the gateway
     // Two slices for global limits, as a gateway with two workers has.
     store = std::make_unique<limit::memory_store>(capacity, 0x5eed, 2);
     for (const auto& c : clients)
@@ -193,7 +193,8 @@ void global_limit_decision(benchmark::State& state) {
   std::int64_t admitted = 0;
   for (auto _ : state) {
     now = base + (std::chrono::steady_clock::now() - t0).count();
-    const auto req = w.request(*w.with_global, limit::address::from_v4(seq[i]), now);
+    auto req = w.request(*w.with_global, limit::address::from_v4(seq[i]), now);
+    req.home = static_cast<std::uint32_t>(state.thread_index());  // a worker's own slice
     const auto d = w.store->decide(req);
     benchmark::DoNotOptimize(limit::binding_of(req, d));
     admitted += d.admitted;

@@ -16,14 +16,6 @@ struct located {
   std::uint64_t key;        ///< the key stored (a global limit's: its slice)
 };
 
-/// The slice of a global limit this thread decides against first: threads spread over the
-/// slices as they first decide, so workers seldom share one.
-std::uint32_t home_slice() noexcept {
-  static std::atomic<std::uint32_t> next{0};
-  thread_local const std::uint32_t mine = next.fetch_add(1, std::memory_order_relaxed);
-  return mine;
-}
-
 /// Whether every enforced tier that rejected `d` belongs to a sliced global limit, so that
 /// another slice may still admit the request.
 bool only_slices_rejected(const limit_request& req, const decision& d) noexcept {
@@ -57,7 +49,7 @@ gcra_params memory_store::slice_params(const gcra_params& p, std::uint32_t slice
 }
 
 void memory_store::prepare(const limit_request& req) noexcept {
-  const std::uint32_t slice = home_slice() % slices_;
+  const std::uint32_t slice = req.home % slices_;
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
     const limit_group& group = req.groups[g];
     state_table& table = *tables_[group.spec->table()];
@@ -67,7 +59,7 @@ void memory_store::prepare(const limit_request& req) noexcept {
 }
 
 decision memory_store::decide(const limit_request& req) noexcept {
-  const std::uint32_t home = home_slice() % slices_;
+  const std::uint32_t home = req.home % slices_;
   decision d = decide_once(req, home);
   if (slices_ == 1 || d.admitted || !only_slices_rejected(req, d)) return d;
   // This worker's slice of a global limit is spent: the others may have room. Each attempt is

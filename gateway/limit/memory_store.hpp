@@ -28,9 +28,9 @@ struct store_capacity {
 ///
 /// A global limit is split into `slices` slices (one per worker), each with the rate / slices
 /// and a share of the burst, so that workers do not take one lock per request (DESIGN §3). A
-/// thread decides against its own slice first and, when only slices rejected, against the
-/// others in turn: the slices together never admit more than the whole limit would, and a
-/// worker may use every slice's room. A request dearer than any one slice's burst is refused
+/// worker decides against its own slice (limit_request::home) first and, when only slices rejected,
+/// against the others in turn: the slices together never admit more than the whole limit would, and
+/// a worker may use every slice's room. A request dearer than any one slice's burst is refused
 /// although the whole might hold it (the README says so). Its headers tell the whole limit's
 /// burst and estimate its remaining from this slice.
 /// Thread safety: decide, lookup and the counters are safe from any thread.

@@ -30,6 +30,7 @@ struct limit_request {
   std::uint8_t group_count = 0;                ///< how many groups
   std::uint32_t cost = 1;                      ///< 1..burst of every limit
   nanos now = 0;                               ///< the instant of the request
+  std::uint32_t home = 0;  ///< the slice of a global limit tried first: the worker's index
 };
 
 /// One tier's result within a decision. No default member values (see limit_group).

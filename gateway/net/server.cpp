@@ -129,6 +129,7 @@ server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, un
     : metrics_(metrics), shared_(shared), initial_(std::move(initial)) {
   for (unsigned i = 0; i < std::max(1u, workers); ++i) {
     workers_.push_back(std::make_unique<worker>(shared_));
+    workers_.back()->index = static_cast<std::uint32_t>(workers_.size() - 1);
     workers_.back()->adopt(initial_);
     workers_.back()->per_address = &per_address_;
     // Like nginx's worker_connections: each worker holds its share of the limit.

@@ -342,6 +342,7 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   if (!r.verdict.ask_limits) return conclude(w, sc);
   const policy::key_sources keys{&header_of, &req.base(), sv(req.target())};
   r.limits = snap.policy.request(category, r.client, keys, r.route->cost, r.gate.now, r.unkeyed);
+  r.limits.home = w.index;
   return next_step::ask_limits;
 }
 

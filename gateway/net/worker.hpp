@@ -65,6 +65,7 @@ struct worker {
   std::atomic<std::uint64_t> connections{0};
   std::atomic<std::uint64_t> in_flight{0};  ///< requests between head read and response end
   std::uint64_t max_connections = 0;        ///< this worker's share of limits.max_connections
+  std::uint32_t index = 0;                  ///< 0..workers-1: its slice of every global limit
   address_slots* per_address = nullptr;     ///< open connections per client, all workers'
   idle_connections idle;                    ///< keep-alive connections between requests
   scratch_pool scratch;                     ///< buffers of connections with a request
