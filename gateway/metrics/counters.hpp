@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/core/proof_failure.hpp"
+
 namespace tollgate::metrics {
 
 /// How a request ended (label `decision` of tollgate_requests_total); the first six in the
@@ -48,10 +50,8 @@ inline constexpr std::array<std::string_view, refusal_count> refusal_names = {"p
                                                                               "max_connections"};
 
 /// Label values of `result` of tollgate_pow_verifications_total, in the order of
-/// pow::proof_failure (valid first).
-inline constexpr std::array<std::string_view, 7> verification_results = {
-    "valid",        "malformed",         "bad_signature", "expired",
-    "wrong_client", "insufficient_work", "replayed"};
+/// core::proof_failure (valid first): one list for the 428 body and the metric.
+inline constexpr auto verification_results = core::proof_failure_names;
 
 /// Most distinct names a label may take (categories, upstreams, listeners); more share "other".
 inline constexpr std::size_t max_names = 64;

@@ -31,26 +31,6 @@ std::uint64_t get_be(std::string_view in, std::size_t at, int bytes) {
 
 }  // namespace
 
-std::string_view failure_name(proof_failure f) noexcept {
-  switch (f) {
-    case proof_failure::none:
-      return "valid";
-    case proof_failure::malformed:
-      return "malformed";
-    case proof_failure::bad_signature:
-      return "bad_signature";
-    case proof_failure::expired:
-      return "expired";
-    case proof_failure::wrong_client:
-      return "wrong_client";
-    case proof_failure::insufficient_work:
-      return "insufficient_work";
-    case proof_failure::replayed:
-      return "replayed";
-  }
-  return "malformed";
-}
-
 std::uint32_t category_tag(std::string_view name) noexcept {
   std::uint32_t h = 2166136261u;  // FNV-1a
   for (const char c : name)

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/core/proof_failure.hpp"
 #include "gateway/pow/crypto.hpp"
 
 namespace tollgate::pow {
@@ -20,18 +21,12 @@ struct challenge_claims {
 };
 
 /// Why a proof was refused (the `reason` of the 428 that answers it).
-enum class proof_failure {
-  none,               ///< valid
-  malformed,          ///< not "<challenge>:<nonce>", or not a challenge of ours in form
-  bad_signature,      ///< the MAC does not match: forged or altered
-  expired,            ///< past its expiry
-  wrong_client,       ///< issued to another client or for another category
-  insufficient_work,  ///< too few zero bits, or less than is required now
-  replayed,           ///< a valid proof already spent
-};
+using core::proof_failure;
 
 /// The reason as the 428 body and the metrics name it.
-std::string_view failure_name(proof_failure f) noexcept;
+constexpr std::string_view failure_name(proof_failure f) noexcept {
+  return core::proof_failure_name(f);
+}
 
 /// A stable 32-bit tag of a category name.
 std::uint32_t category_tag(std::string_view name) noexcept;
