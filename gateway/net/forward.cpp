@@ -214,12 +214,25 @@ void record_violation(worker& w, const snapshot& snap, const policy::client_subj
 
 namespace {
 
+/// One request's exchange with its upstream: who takes part, and what it holds. Lives in
+/// forward()'s frame for the whole exchange.
+struct exchange {
+  worker& w;                                  ///< the worker serving it
+  const forward_request& r;                   ///< the admitted request
+  deadline_watch& watch;                      ///< bounds every phase
+  beast::flat_buffer& client_buffer;          ///< client bytes read past the head
+  request_parser& parser;                     ///< the request (head read, body to come)
+  connection_scratch& sc;                     ///< the connection's buffers
+  std::unique_ptr<upstream_connection> conn;  ///< the upstream connection, once there is one
+  std::optional<response_parser> rp;          ///< its response (one parser per attempt)
+};
+
 /// Answers a failed upstream exchange with 502 or 504 and counts it. Returns whether the
 /// client connection stays open.
-task<bool> answer_failure(worker& w, const forward_request& r, deadline_watch& watch,
-                          connection_scratch& sc, metrics::upstream_error kind, std::string what,
+task<bool> answer_failure(exchange& x, metrics::upstream_error kind, std::string what,
                           bool keep_alive) {
-  w.counters
+  const forward_request& r = x.r;
+  x.w.counters
       .upstream_errors[r.snap.upstream_metric[r.route.upstream]][static_cast<std::size_t>(kind)]
       .add();
   const bool timeout = kind == metrics::upstream_error::timeout;
@@ -230,11 +243,11 @@ task<bool> answer_failure(worker& w, const forward_request& r, deadline_watch& w
   const local_answer answer{timeout ? http::status::gateway_timeout : http::status::bad_gateway,
                             body,
                             {},
-                            &sc.fields,
+                            &x.sc.fields,
                             keep_alive,
                             r.version,
                             duration_of(r.snap.config.limits.body_timeout)};
-  co_return co_await write_local(watch, sc, answer);
+  co_return co_await write_local(x.watch, x.sc, answer);
 }
 
 /// Whether RFC 9110 §9.2.2 lets a request be sent again after a failure: an idempotent method.
@@ -261,13 +274,10 @@ bool closed_before_answer(const error_code& ec) noexcept {
 }
 
 /// Sends the request (head in `sc.head`, body from the client) and reads the response head
-/// into `rp`. Returns nothing when the response head is there; otherwise the failure was
+/// into `x.rp`. Returns nothing when the response head is there; otherwise the failure was
 /// already answered and the value says whether the client connection stays open.
-task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, deadline_watch& watch,
-                                        beast::flat_buffer& client_buffer, request_parser& parser,
-                                        connection_scratch& sc,
-                                        std::unique_ptr<upstream_connection>& conn,
-                                        std::optional<response_parser>& rp) {
+task<std::optional<bool>> exchange_head(exchange& x) {
+  auto& [w, r, watch, client_buffer, parser, sc, conn, rp] = x;
   const auto& limits = r.snap.config.limits;
   const auto body_timeout = duration_of(limits.body_timeout);
   const auto response_timeout =
@@ -290,8 +300,7 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
       std::string what = timeout ? "did not accept a connection in time" : "refused the connection";
       const auto kind =
           timeout ? metrics::upstream_error::timeout : metrics::upstream_error::connect;
-      co_return co_await answer_failure(w, r, watch, sc, kind, std::move(what),
-                                        r.keep_alive && parser.is_done());
+      co_return co_await answer_failure(x, kind, std::move(what), r.keep_alive && parser.is_done());
     }
     if (expects_continue && !parser.is_done()) {
       static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -350,8 +359,7 @@ task<std::optional<bool>> exchange_head(worker& w, const forward_request& r, dea
     w.pool.failed(r.snap, conn->upstream, conn->endpoint);
     std::string what = timeout ? std::string("did not answer in time") : "failed: " + ec.message();
     const auto kind = timeout ? metrics::upstream_error::timeout : metrics::upstream_error::reset;
-    co_return co_await answer_failure(w, r, watch, sc, kind, std::move(what),
-                                      r.keep_alive && parser.is_done());
+    co_return co_await answer_failure(x, kind, std::move(what), r.keep_alive && parser.is_done());
   }
 }
 
@@ -368,12 +376,10 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
   } const forget{watch};
   upstream_head(parser, r, sc);
   const auto exchange_start = std::chrono::steady_clock::now();
-  std::unique_ptr<upstream_connection> conn;
-  std::optional<response_parser> rp;  // parsers cannot be reassigned: one per attempt
-  if (const auto answered =
-          co_await exchange_head(w, r, watch, client_buffer, parser, sc, conn, rp)) {
-    co_return *answered;
-  }
+  exchange x{w, r, watch, client_buffer, parser, sc, nullptr, std::nullopt};
+  if (const auto answered = co_await exchange_head(x)) co_return *answered;
+  auto& conn = x.conn;
+  auto& rp = x.rp;
   w.counters.upstream_duration[r.snap.upstream_metric[r.route.upstream]].observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count(),
       metrics::upstream_buckets);

@@ -37,6 +37,11 @@ categories:
       ipv4_individual: { short: { rate: 1/s, burst: 1 } }
       everyone: { key: global, short: { rate: 1/s, burst: 2 } }
     pow: { on_limit: true, on_limit_bits: 4 }
+  keyed:
+    limits:
+      ipv4_individual: { short: { rate: 1/s, burst: 1 } }
+      per_api_key: { key: { header: X-Api-Key }, short: { rate: 1/s, burst: 1 } }
+    pow: { on_limit: true, on_limit_bits: 4 }
   plain:
     limits:
       ipv4_individual: { short: { rate: 1/s, burst: 1 } }
@@ -279,4 +284,32 @@ TEST_CASE("gate: a proof spent on the requirement is not asked to pay twice in s
   const auto second = run(w, "guarded", w.proof("guarded", 4));
   CHECK(second.answer == outcome::challenged);
   CHECK(second.verdict.effects.extra_valid);
+}
+
+TEST_CASE("gate: a proof never pays past a key limit, only past the address levels", "[gate]") {
+  world w;
+  const auto& c = w.category("keyed");
+  test::fake_request with_key;
+  with_key.headers.emplace("x-api-key", "k1");
+  auto decide = [&](const core::address& who, const std::string& solution) {
+    const auto subjects = policy::subjects_of(who, w.compiled.prefixes());
+    const policy::gate_input in{&c, &subjects, solution, now};
+    policy::gate_verdict v;
+    w.gate.before_limits(in, v);
+    REQUIRE(v.ask_limits);
+    std::uint32_t unkeyed = 0;
+    const auto req = w.compiled.request(c, who, with_key.keys(), 1, now, unkeyed);
+    w.gate.after_limits(in, req, w.store.decide(req), v);
+    return v.result;
+  };
+  // Another address spends the key's burst: the key limit alone rejects the client.
+  CHECK(decide(core::address::parse("198.51.100.7").value(), "") == outcome::allowed);
+  CHECK(decide(w.client, "") == outcome::limited);
+  CHECK(decide(w.client, w.proof("keyed", 4)) == outcome::limited);
+  // Rejected at the address level only (the key's own bucket has room): the proof pays.
+  with_key.headers["x-api-key"] = "k2";
+  CHECK(decide(w.client, "") == outcome::allowed);
+  with_key.headers["x-api-key"] = "k3";
+  CHECK(decide(w.client, "") == outcome::challenged);
+  CHECK(decide(w.client, w.proof("keyed", 4)) == outcome::pow_passed);
 }
