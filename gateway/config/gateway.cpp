@@ -67,9 +67,9 @@ endpoint_config read_endpoint(const yaml_node& n) {
   return {host, static_cast<std::uint16_t>(*port)};
 }
 
-core::nanos positive_duration(const yaml_node& n) {
-  const core::nanos d = n.as_duration();
-  if (d <= 0) n.fail("must be longer than 0");
+core::duration positive_duration(const yaml_node& n) {
+  const core::duration d = n.as_duration();
+  if (d <= core::duration::zero()) n.fail("must be longer than 0");
   return d;
 }
 

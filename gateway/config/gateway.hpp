@@ -39,12 +39,12 @@ struct admin_config {
 
 /// Bounds on every client connection.
 struct limits_config {
-  std::uint64_t max_header_bytes = 16 * 1024;           ///< request head; larger: 431
-  std::uint64_t max_request_body = 16 * 1024 * 1024;    ///< larger: 413
-  core::nanos header_timeout = 10 * core::ns_per_s;     ///< to receive a request head
-  core::nanos body_timeout = 30 * core::ns_per_s;       ///< to receive a request body
-  core::nanos keepalive_timeout = 60 * core::ns_per_s;  ///< idle between requests
-  std::uint32_t max_connections = 10'000;               ///< per gateway
+  std::uint64_t max_header_bytes = 16 * 1024;                   ///< request head; larger: 431
+  std::uint64_t max_request_body = 16 * 1024 * 1024;            ///< larger: 413
+  core::duration header_timeout = std::chrono::seconds(10);     ///< to receive a request head
+  core::duration body_timeout = std::chrono::seconds(30);       ///< to receive a request body
+  core::duration keepalive_timeout = std::chrono::seconds(60);  ///< idle between requests
+  std::uint32_t max_connections = 10'000;                       ///< per gateway
   /// Open connections from one client (an IPv4 address, an IPv6 /64); more are closed at once.
   std::uint32_t max_connections_per_address = 256;
   /// A body (request from the client, response from the upstream) must average at least this
@@ -61,14 +61,14 @@ struct endpoint_config {
 
 /// A named upstream service.
 struct upstream_config {
-  std::string name;                                    ///< referenced by routes
-  std::vector<endpoint_config> endpoints;              ///< round-robin
-  core::nanos connect_timeout = 2 * core::ns_per_s;    ///< to open a connection: else 502
-  core::nanos response_timeout = 30 * core::ns_per_s;  ///< to the response head: else 504
-  core::nanos idle_timeout = 60 * core::ns_per_s;      ///< pooled connections closed after
-  std::uint32_t max_idle_connections = 64;             ///< per endpoint and worker
-  std::uint32_t max_failures = 5;                      ///< consecutive: endpoint ejected
-  core::nanos ejection_time = 10 * core::ns_per_s;     ///< how long an ejected endpoint rests
+  std::string name;                                            ///< referenced by routes
+  std::vector<endpoint_config> endpoints;                      ///< round-robin
+  core::duration connect_timeout = std::chrono::seconds(2);    ///< to open a connection: else 502
+  core::duration response_timeout = std::chrono::seconds(30);  ///< to the response head: else 504
+  core::duration idle_timeout = std::chrono::seconds(60);      ///< pooled connections closed after
+  std::uint32_t max_idle_connections = 64;                     ///< per endpoint and worker
+  std::uint32_t max_failures = 5;                              ///< consecutive: endpoint ejected
+  core::duration ejection_time = std::chrono::seconds(10);  ///< how long an ejected endpoint rests
 };
 
 /// How a route matches the request path.
@@ -101,19 +101,19 @@ struct route_config {
 
 /// Proof-of-work settings of the gateway.
 struct pow_settings {
-  std::string secret_env = "TOLLGATE_POW_SECRET";   ///< variable holding the HMAC secret
-  core::nanos challenge_ttl = 60 * core::ns_per_s;  ///< a challenge expires after
-  std::uint32_t replay_cache_entries = 100'000;     ///< spent proofs remembered
+  std::string secret_env = "TOLLGATE_POW_SECRET";           ///< variable holding the HMAC secret
+  core::duration challenge_ttl = std::chrono::seconds(60);  ///< a challenge expires after
+  std::uint32_t replay_cache_entries = 100'000;             ///< spent proofs remembered
 };
 
 /// Where limiter state lives.
 struct store_config {
   enum class kind { memory, redis };
   enum class failure { local, open, closed };
-  kind type = kind::memory;                   ///< memory or redis
-  endpoint_config redis;                      ///< redis address
-  core::nanos timeout = 5 * core::ns_per_ms;  ///< per redis call
-  failure fail_mode = failure::local;         ///< when redis is unreachable
+  kind type = kind::memory;                               ///< memory or redis
+  endpoint_config redis;                                  ///< redis address
+  core::duration timeout = std::chrono::milliseconds(5);  ///< per redis call
+  failure fail_mode = failure::local;                     ///< when redis is unreachable
   std::size_t capacity[5] = {1'000'000, 250'000, 1'000'000, 250'000, 100'000};  ///< per table
 };
 

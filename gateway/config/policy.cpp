@@ -237,7 +237,7 @@ violation_config read_violation(const std::string& name, const yaml_node& n) {
     ban.threshold = as_u32(b->at("threshold"), 1, 1'000'000);
     const yaml_node duration = b->at("duration");
     ban.duration = duration.as_duration();
-    if (ban.duration <= 0) duration.fail("must be longer than 0");
+    if (ban.duration <= core::duration::zero()) duration.fail("must be longer than 0");
     ban.max_duration = std::max(ban.max_duration, ban.duration);
     if (auto m = b->get("max_duration")) {
       ban.max_duration = m->as_duration();
@@ -254,7 +254,7 @@ pow_counters_config read_pow_counters(const yaml_node& n) {
   if (auto v = n.get("max_counter")) p.max_counter = as_u32(*v, 1, 1000);
   if (auto v = n.get("decay_interval")) {
     p.decay_interval = v->as_duration();
-    if (p.decay_interval <= 0) v->fail("must be longer than 0");
+    if (p.decay_interval <= core::duration::zero()) v->fail("must be longer than 0");
   }
   if (auto v = n.get("max_individual_entries")) {
     p.max_individual_entries = as_u32(*v, 1, 100'000'000);

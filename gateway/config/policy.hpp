@@ -52,13 +52,13 @@ enum class excess_action { close, drop };
 
 /// WebSocket options of a category (DESIGN §6).
 struct websocket_config {
-  std::uint64_t max_message_size = 1 << 20;               ///< larger: close 1009
-  std::optional<tier_config> messages;                    ///< per-connection message limit
-  message_cost cost = message_cost::per_message;          ///< how messages are charged
-  excess_action on_excess = excess_action::close;         ///< close 1008 or drop
-  core::nanos max_lifetime = 24 * 3600 * core::ns_per_s;  ///< then close 1001
-  core::nanos idle_timeout = 60 * core::ns_per_s;         ///< without traffic or pings
-  std::uint32_t max_connections_per_address = 10;         ///< excess upgrades get 429
+  std::uint64_t max_message_size = 1 << 20;                ///< larger: close 1009
+  std::optional<tier_config> messages;                     ///< per-connection message limit
+  message_cost cost = message_cost::per_message;           ///< how messages are charged
+  excess_action on_excess = excess_action::close;          ///< close 1008 or drop
+  core::duration max_lifetime = std::chrono::hours(24);    ///< then close 1001
+  core::duration idle_timeout = std::chrono::seconds(60);  ///< without traffic or pings
+  std::uint32_t max_connections_per_address = 10;          ///< excess upgrades get 429
 };
 
 /// A category: what each of its requests costs and what limits it.
@@ -75,9 +75,9 @@ struct category_config {
 
 /// Ban settings of a violation reason.
 struct ban_config {
-  std::uint32_t threshold = 0;                            ///< violations that ban
-  core::nanos duration = 3600 * core::ns_per_s;           ///< first ban
-  core::nanos max_duration = 24 * 3600 * core::ns_per_s;  ///< cap of doubling
+  std::uint32_t threshold = 0;                           ///< violations that ban
+  core::duration duration = std::chrono::hours(1);       ///< first ban
+  core::duration max_duration = std::chrono::hours(24);  ///< cap of doubling
 };
 
 /// A violation reason and the counters it raises.
@@ -90,10 +90,10 @@ struct violation_config {
 
 /// Violation counter settings (DESIGN §5).
 struct pow_counters_config {
-  std::uint32_t max_counter = 10;                      ///< counters saturate here
-  core::nanos decay_interval = 3600 * core::ns_per_s;  ///< one down per interval
-  std::uint32_t max_individual_entries = 50'000;       ///< LRU bound
-  std::uint32_t max_network_entries = 10'000;          ///< LRU bound
+  std::uint32_t max_counter = 10;                         ///< counters saturate here
+  core::duration decay_interval = std::chrono::hours(1);  ///< one down per interval
+  std::uint32_t max_individual_entries = 50'000;          ///< LRU bound
+  std::uint32_t max_network_entries = 10'000;             ///< LRU bound
 };
 
 /// Prefix lengths of the address levels.

@@ -115,11 +115,11 @@ core::rate yaml_node::as_rate() const {
   return *r;
 }
 
-core::nanos yaml_node::as_duration() const {
+core::duration yaml_node::as_duration() const {
   const std::string s = as_string();
   const auto d = core::parse_duration(s);
   if (!d) fail("invalid duration '" + s + "' (expected a number and ms, s, m, h or d, e.g. 30s)");
-  return *d;
+  return core::duration(*d);
 }
 
 std::uint64_t yaml_node::as_size() const {

@@ -60,7 +60,7 @@ class yaml_node {
   /// A rate `N/s`, `N/m` or `N/h`.
   core::rate as_rate() const;
   /// A duration such as `250ms`, `5s`, `1h`.
-  core::nanos as_duration() const;
+  core::duration as_duration() const;
   /// A byte size such as `16KiB`, `1MiB`.
   std::uint64_t as_size() const;
 

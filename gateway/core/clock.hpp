@@ -2,12 +2,18 @@
 /// Time for the gateway: integer nanoseconds on a Unix-epoch scale that never goes backwards.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 namespace tollgate::core {
 
-/// Nanoseconds; every instant and duration in the limiter and PoW code is one of these.
+/// Nanoseconds as one integer: instants since the Unix epoch, and the arithmetic of the limiter
+/// and PoW code (GCRA state is one such integer, DESIGN §3).
 using nanos = std::int64_t;
+
+/// A length of time, typed: what configuration holds and timers take. Its count() is `nanos`
+/// where the integer arithmetic needs one; whole seconds only where the wire wants them.
+using duration = std::chrono::nanoseconds;
 
 inline constexpr nanos ns_per_ms = 1'000'000;
 inline constexpr nanos ns_per_s = 1'000'000'000;

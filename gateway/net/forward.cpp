@@ -246,7 +246,7 @@ task<bool> answer_failure(exchange& x, metrics::upstream_error kind, std::string
                             &x.sc.fields,
                             keep_alive,
                             r.version,
-                            duration_of(r.snap.config.limits.body_timeout)};
+                            r.snap.config.limits.body_timeout};
   co_return co_await write_local(x.watch, x.sc, answer);
 }
 
@@ -279,9 +279,8 @@ bool closed_before_answer(const error_code& ec) noexcept {
 task<std::optional<bool>> exchange_head(exchange& x) {
   auto& [w, r, watch, client_buffer, parser, sc, conn, rp] = x;
   const auto& limits = r.snap.config.limits;
-  const auto body_timeout = duration_of(limits.body_timeout);
-  const auto response_timeout =
-      duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout);
+  const auto body_timeout = limits.body_timeout;
+  const auto response_timeout = r.snap.config.upstreams[r.route.upstream].response_timeout;
   // The request's body: each write to the upstream within the response timeout.
   const relay_bounds bounds{body_timeout, response_timeout, limits.max_header_bytes,
                             limits.min_body_rate};
@@ -393,8 +392,8 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
       sc.head, *rp, r.version, r.keep_alive && parser.is_done(), head_request, sc.fields);
   // A response body is as slow as the upstream makes it (server-sent events trickle on
   // purpose): no minimum rate, but its chunk metadata is bounded like a head.
-  const relay_bounds bounds{duration_of(r.snap.config.upstreams[r.route.upstream].response_timeout),
-                            duration_of(r.snap.config.limits.body_timeout), max_response_head, 0};
+  const relay_bounds bounds{r.snap.config.upstreams[r.route.upstream].response_timeout,
+                            r.snap.config.limits.body_timeout, max_response_head, 0};
   bool upstream_failed = false;
   const relay_path<false, tcp_socket, client_stream> response_path{
       conn->socket,    conn->buffer, *rp,   watch.stream, sc.head,

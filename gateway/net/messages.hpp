@@ -83,11 +83,6 @@ inline std::string_view sv(beast::string_view s) noexcept {
   return {s.data(), s.size()};
 }
 
-/// Nanoseconds as a duration for expires_after.
-inline std::chrono::nanoseconds duration_of(core::nanos n) noexcept {
-  return std::chrono::nanoseconds(n);
-}
-
 /// Feeds bytes already in `buffer` to `parser` without I/O: an awaited read that completes at
 /// once still costs a trip through the scheduler. Returns true when the parser advanced (or is
 /// done); false when it needs more input; errors other than "need more / need buffer" are

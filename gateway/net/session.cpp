@@ -478,7 +478,7 @@ task<bool> collect_slow_head(worker& w, deadline_watch& watch,
 task<bool> open_connection(worker& w, deadline_watch& watch, connection_scratch& sc,
                            core::address& peer, const listener_info& l, address_slot& slot,
                            std::shared_ptr<asio::ssl::context>& tls_context) {
-  const auto header_timeout = duration_of(w.current->config.limits.header_timeout);
+  const auto header_timeout = w.current->config.limits.header_timeout;
   if (l.proxy_protocol) {
     if (!co_await read_proxy_header(watch, sc.buffer, header_timeout, peer)) co_return false;
     // The client is known now: its place under the per-address cap.
@@ -512,12 +512,12 @@ task<bool> open_connection(worker& w, deadline_watch& watch, connection_scratch&
 task<bool> read_request(worker& w, deadline_watch& watch, std::unique_ptr<connection_scratch>& sc,
                         bool first, error_code& rec) {
   const auto& idle_limits = w.current->config.limits;
-  const auto idle = duration_of(first ? idle_limits.header_timeout : idle_limits.keepalive_timeout);
+  const auto idle = first ? idle_limits.header_timeout : idle_limits.keepalive_timeout;
   if (!co_await await_request(w, watch, sc, idle, !first)) co_return false;
   const auto& head_limits = w.current->config.limits;
   if (!head_in_hand(watch, *sc, head_limits.max_header_bytes) &&
       !co_await collect_slow_head(w, watch, sc, head_limits.max_header_bytes,
-                                  duration_of(head_limits.header_timeout))) {
+                                  head_limits.header_timeout)) {
     co_return false;
   }
   begin_request(w, *sc);
@@ -529,7 +529,7 @@ task<bool> read_request(worker& w, deadline_watch& watch, std::unique_ptr<connec
   if (!parse_head_buffered(*r.parser, sc->buffer, head_bytes, limits.max_header_bytes, rec) &&
       !rec) {
     rec = co_await read_request_head(watch, sc->buffer, *r.parser, head_bytes,
-                                     limits.max_header_bytes, duration_of(limits.header_timeout));
+                                     limits.max_header_bytes, limits.header_timeout);
   }
   co_return true;
 }
@@ -550,7 +550,7 @@ local_answer answer_of(const request_in_hand& r) {
           r.rate,
           r.keep_open,
           r.version,
-          duration_of(r.snap->config.limits.body_timeout)};
+          r.snap->config.limits.body_timeout};
 }
 
 /// The request loop of one connection, phase by phase; `watch` bounds every one.

@@ -10,10 +10,6 @@ namespace tollgate::net {
 namespace {
 using clock = std::chrono::steady_clock;
 
-std::chrono::nanoseconds as_duration(core::nanos n) {
-  return std::chrono::nanoseconds(n);
-}
-
 /// Whether a pooled connection is as it was left: nothing to read and not closed. Bytes an
 /// upstream sent after a complete response would otherwise become the answer to the next
 /// request on it, perhaps another client's (nginx checks the same before reuse). One
@@ -64,7 +60,7 @@ task<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot
   const std::size_t e = pick(u);
   endpoint_state& es = state_[u].endpoints[e];
   const auto now = clock::now();
-  const auto idle_timeout = as_duration(s.config.upstreams[u].idle_timeout);
+  const auto idle_timeout = s.config.upstreams[u].idle_timeout;
   while (!es.idle.empty()) {
     auto c = std::move(es.idle.back());
     es.idle.pop_back();
@@ -86,7 +82,7 @@ task<std::unique_ptr<upstream_connection>> upstream_pool::connect(const snapshot
   c->generation = s.generation;
   c->upstream = u;
   c->endpoint = e;
-  watch.upstream_for(&c->socket, as_duration(s.config.upstreams[u].connect_timeout));
+  watch.upstream_for(&c->socket, s.config.upstreams[u].connect_timeout);
   auto [ec] = co_await c->socket.async_connect(s.upstream_endpoints[u][e], use_tuple);
   if (ec) {
     why = watch.upstream_timed_out ? connect_failure::timeout : connect_failure::refused;
@@ -132,10 +128,11 @@ void upstream_pool::failed(const snapshot& s, std::size_t u, std::size_t endpoin
   }
   if (es.failures >= cfg.max_failures) {
     spdlog::warn("upstream {} endpoint {}:{} ejected for {} ms after {} consecutive failures",
-                 cfg.name, ep.address().to_string(), ep.port(), cfg.ejection_time / 1'000'000,
+                 cfg.name, ep.address().to_string(), ep.port(),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(cfg.ejection_time).count(),
                  es.failures);
     es.failures = 0;
-    es.ejected_until = clock::now() + as_duration(cfg.ejection_time);
+    es.ejected_until = clock::now() + cfg.ejection_time;
   }
 }
 

@@ -17,8 +17,9 @@ violation_rules compile_violations(const config::policy_config& p) {
     pow::reason_rule r{v.individual, v.network};
     if (v.ban) {
       r.ban_threshold = v.ban->threshold;
-      r.ban_duration = v.ban->duration;
-      r.ban_max_duration = v.ban->max_duration;
+      // The PoW tables do their arithmetic on integer nanoseconds, as the limiter does.
+      r.ban_duration = v.ban->duration.count();
+      r.ban_max_duration = v.ban->max_duration.count();
     }
     if (v.name == "pow_failed") out.pow_failed = out.names.size();
     out.names.push_back(v.name);
@@ -58,10 +59,12 @@ pow_state::pow_state(std::string_view secret, const config::pow_settings& settin
     : challenger_(secret),
       replays_(settings.replay_cache_entries),
       violations_(
-          pow::counter_settings{counters.max_counter, counters.decay_interval,
+          pow::counter_settings{counters.max_counter, counters.decay_interval.count(),
                                 counters.max_individual_entries, counters.max_network_entries},
           max_reason_slots),
-      ttl_(std::max<std::int64_t>(1, settings.challenge_ttl / core::ns_per_s)) {}
+      // Challenges carry their expiry in whole seconds (the wire's unit).
+      ttl_(std::max<std::int64_t>(
+          1, std::chrono::duration_cast<std::chrono::seconds>(settings.challenge_ttl).count())) {}
 
 std::size_t pow_state::slot(const std::string& name) {
   const std::lock_guard lock(slots_mutex_);

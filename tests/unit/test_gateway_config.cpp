@@ -58,7 +58,7 @@ TEST_CASE("the default gateway file loads with the routes of DESIGN section 3", 
   CHECK(g.admin.address.to_string() == "127.0.0.1");
   CHECK(g.workers == 0);
   CHECK(g.limits.max_header_bytes == 16u * 1024);
-  CHECK(g.limits.keepalive_timeout == 60 * core::ns_per_s);
+  CHECK(g.limits.keepalive_timeout == std::chrono::seconds(60));
   REQUIRE(g.upstreams.size() == 1);
   CHECK(g.upstreams[0].endpoints[0] == endpoint_config{"127.0.0.1", 9000});
   REQUIRE(g.routes.size() == 7);
@@ -90,10 +90,10 @@ TEST_CASE("a minimal gateway file takes the documented defaults", "[config]") {
   scratch s;
   const auto g = load_gateway(s.write(minimal));
   CHECK(g.admin.port == 9090);
-  CHECK(g.upstreams[0].connect_timeout == 2 * core::ns_per_s);
+  CHECK(g.upstreams[0].connect_timeout == std::chrono::seconds(2));
   CHECK(g.upstreams[0].max_failures == 5u);
   CHECK(g.pow.secret_env == "TOLLGATE_POW_SECRET");
-  CHECK(g.pow.challenge_ttl == 60 * core::ns_per_s);
+  CHECK(g.pow.challenge_ttl == std::chrono::seconds(60));
   CHECK(g.limits.max_request_body == 16u << 20);
   CHECK(g.routes.empty());
 }

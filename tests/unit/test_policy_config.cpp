@@ -86,8 +86,8 @@ TEST_CASE("the default policy holds the table of DESIGN section 3", "[config]") 
   CHECK(failed_auth->individual);
   CHECK_FALSE(failed_auth->network);
   CHECK(failed_auth->ban->threshold == 20u);
-  CHECK(failed_auth->ban->duration == 3600 * core::ns_per_s);
-  CHECK(p.violation("signature_failure")->ban->max_duration == 24 * 3600 * core::ns_per_s);
+  CHECK(failed_auth->ban->duration == std::chrono::hours(1));
+  CHECK(p.violation("signature_failure")->ban->max_duration == std::chrono::hours(24));
   CHECK(p.violation("pow_failed")->network);
   CHECK(p.pow_counters.max_counter == 10u);
   CHECK(p.pow_counters.max_network_entries == 10'000u);
