@@ -49,7 +49,7 @@ gcra_params memory_store::slice_params(const gcra_params& p, std::uint32_t slice
 }
 
 void memory_store::prepare(const limit_request& req) noexcept {
-  const std::uint32_t slice = req.home % slices_;
+  const std::uint32_t slice = req.home < slices_ ? req.home : req.home % slices_;
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
     const limit_group& group = req.groups[g];
     state_table& table = *tables_[group.spec->table()];
@@ -59,7 +59,8 @@ void memory_store::prepare(const limit_request& req) noexcept {
 }
 
 decision memory_store::decide(const limit_request& req) noexcept {
-  const std::uint32_t home = req.home % slices_;
+  // A worker's index is below the slice count: no division on the way.
+  const std::uint32_t home = req.home < slices_ ? req.home : req.home % slices_;
   decision d = decide_once(req, home);
   if (slices_ == 1 || d.admitted || !only_slices_rejected(req, d)) return d;
   // This worker's slice of a global limit is spent: the others may have room. Each attempt is
@@ -74,11 +75,14 @@ decision memory_store::decide(const limit_request& req) noexcept {
 decision memory_store::decide_once(const limit_request& req, std::uint32_t slice) noexcept {
   const std::uint8_t n = req.group_count;
   std::array<located, max_groups> at;
+  bool sliced = false;  // a global limit is among the groups (its outcomes are told whole below)
   for (std::uint8_t g = 0; g < n; ++g) {
     const limit_group& group = req.groups[g];
     const std::uint8_t t = group.spec->table();
     state_table& table = *tables_[t];
-    const std::uint64_t key = group.spec->source == key_source::global ? slice : group.key;
+    const bool global = group.spec->source == key_source::global;
+    sliced |= global;
+    const std::uint64_t key = global ? slice : group.key;
     const state_location where = table.locate(key, group.spec->scope);
     table.prefetch(where);
     at[g] = {&table, where, (std::uint32_t{t} << 24) | where.rank, key};
@@ -147,7 +151,7 @@ decision memory_store::decide_once(const limit_request& req, std::uint32_t slice
       at[order[k]].at.lock->unlock();
     }
   }
-  if (slices_ > 1) {
+  if (sliced && slices_ > 1) {
     // A slice's tat, told as the whole limit's: the debt this slice carries (tat - now, in its
     // longer emission interval) is the debt of the whole limit divided by the slice count.
     for (std::uint8_t i = 0; i < d.count; ++i) {

@@ -129,7 +129,8 @@ head_outcome read_request(request_parser& parser, std::string_view message,
     buffer.commit(n);
     at += n;
     error_code ec;
-    if (parse_head_buffered(parser, buffer, head, request_head_limit, ec)) return head_outcome::head;
+    if (parse_head_buffered(parser, buffer, head, request_head_limit, ec))
+      return head_outcome::head;
     if (ec) return head_outcome::refused;
   }
   return head_outcome::ran_out;
@@ -161,7 +162,7 @@ void check_request(std::string_view message, std::span<const std::uint8_t> sizes
   // forward.cpp gives an HTTP/1.0 request without Host its upstream's first endpoint.
   render_upstream_head(
       out, parser,
-      {"203.0.113.9, 198.51.100.7", "http", "203.0.113.9", has_host ? "" : "127.0.0.1:9000"});
+      {"203.0.113.9, 198.51.100.7", "http", "203.0.113.9", has_host ? "" : "127.0.0.1:9000", ""});
   auto again = std::make_from_tuple<request_parser>(on_arena(arena2));
   again.header_limit(1 << 20);
   again.body_limit(boost::none);
