@@ -13,7 +13,8 @@ source scripts/deps.sh
 install_deps
 cmake -S . -B build-tsan -G Ninja -DTOLLGATE_TSAN=ON -DTOLLGATE_BENCH=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-tsan --target tollgate_unit_tests tollgate_integration_tests -j "$(nproc)"
+cmake --build build-tsan --target tollgate_unit_tests tollgate_integration_tests \
+  tollgate_seam_tests -j "$(nproc)"
 
 logs="$PWD/build-tsan/tsan-logs"
 rm -rf "$logs"
@@ -21,9 +22,12 @@ mkdir -p "$logs"
 export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 history_size=4 log_path=$logs/tsan"
 status=0
 # Threads in the unit tests: the limiter store hammered from several threads ([concurrency]),
-# the state table under it ([table]; the 5-million-address soak, [bounds], is single-threaded
-# and takes minutes under TSan), and proof of work (solve's threads, the shared caches).
-build-tsan/tests/tollgate_unit_tests "[concurrency],[table]~[bounds],[pow]" || status=1
+# a global limit's slices under two threads ([global]), the state table under it ([table]; the
+# 5-million-address soak, [bounds], is single-threaded and takes minutes under TSan), and proof
+# of work (solve's threads, the shared caches). The seam tests complete held decisions from the
+# test's thread onto a worker's event loop.
+build-tsan/tests/tollgate_unit_tests "[concurrency],[global],[table]~[bounds],[pow]" || status=1
+build-tsan/tests/tollgate_seam_tests || status=1
 build-tsan/tests/tollgate_integration_tests "${1:-[integration]}" || status=1
 
 if compgen -G "$logs/tsan.*" >/dev/null; then
