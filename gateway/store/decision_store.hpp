@@ -44,7 +44,9 @@ class decision_store {
   /// Decides `req` into `out` if that can be done at once, and says whether it was.
   virtual bool try_decide(const limit::limit_request& req, limit::decision& out) = 0;
   /// Decides `req` into `out` later: `done` runs once, on its associated executor, after `out`
-  /// is filled. `req` and `out` stay alive until then.
+  /// is filled. `req` and `out` stay alive until then. An implementation bounds its own wait
+  /// (Redis: `store.timeout`, then `fail_mode`) and completes with an error rather than never:
+  /// the session awaiting it is not on its socket, so the client's deadline cannot end it.
   virtual void start_decide(const limit::limit_request& req, limit::decision& out,
                             decide_handler done) = 0;
 
