@@ -16,17 +16,9 @@ up=$(free_port)
 build/tollgate-echo --port "$up" --threads 2 >/dev/null & pids+=($!)
 wait_port "$up"
 start() { # binary name
-  cat > "$work/$2.yaml" <<YAML
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: 2
-upstreams: { app: { endpoints: ["127.0.0.1:$up"] } }
-default_route: { category: general, upstream: app }
-policies: [$PWD/bench/open-policy.yaml]
-YAML
+  open_gateway_yaml "$up" 2 "$work/$2.yaml"
   "$1" --config "$work/$2.yaml" >"$work/$2.log" 2>&1 & pids+=($!); eval "pid_$2=$!"
-  for _ in $(seq 50); do grep -q "listening on public" "$work/$2.log" && break; sleep 0.1; done
-  eval "port_$2=$(grep "listening on public" "$work/$2.log" | sed 's/.*:\([0-9]*\)$/\1/')"
+  eval "port_$2=$(public_port "$work/$2.log")"
 }
 start "$binary_a" A; start "$binary_b" B
 cpu() { awk '{print $14 + $15}' /proc/$1/stat; }

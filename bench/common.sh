@@ -31,3 +31,23 @@ wait_port() {
   echo "port $1 never opened" >&2
   return 1
 }
+
+# Writes to $3 the gateway file of the throughput runs: upstream 127.0.0.1:$1, $2 workers,
+# bench/open-policy.yaml (every request checked on 2 levels x 2 tiers, none rejected).
+open_gateway_yaml() {
+  cat > "$3" <<YAML
+listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
+admin: { address: 127.0.0.1, port: 0 }
+workers: $2
+upstreams: { app: { endpoints: ["127.0.0.1:$1"] } }
+default_route: { category: general, upstream: app }
+policies: [$PWD/bench/open-policy.yaml]
+YAML
+}
+
+# The port of the public listener a tollgate announces in its log $1, once it has (up to
+# ${2:-100} tries 0.1 s apart: more under valgrind).
+public_port() {
+  for _ in $(seq "${2:-100}"); do grep -q "listening on public" "$1" && break; sleep 0.1; done
+  grep "listening on public" "$1" | sed 's/.*:\([0-9]*\)$/\1/'
+}

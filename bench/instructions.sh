@@ -16,21 +16,12 @@ bench_setup wrk valgrind strace
 up=$(free_port)
 build/tollgate-echo --port "$up" --threads 2 >/dev/null & pids+=($!)
 wait_port "$up"
-cat > "$work/gateway.yaml" <<YAML
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: 1
-upstreams: { app: { endpoints: ["127.0.0.1:$up"] } }
-default_route: { category: general, upstream: app }
-policies: [$PWD/bench/open-policy.yaml]
-YAML
-port_of() { grep "listening on public" "$1" | sed 's/.*:\([0-9]*\)$/\1/'; }
+open_gateway_yaml "$up" 1 "$work/gateway.yaml"
 url_path=/api/profiles/x
 
 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$binary" \
   --config "$work/gateway.yaml" >"$work/cg.log" 2>&1 & cg=$!; pids+=($cg)
-for _ in $(seq 100); do grep -q "listening on public" "$work/cg.log" && break; sleep 0.2; done
-port=$(port_of "$work/cg.log")
+port=$(public_port "$work/cg.log" 200)
 wrk -t1 -c16 -d3s "http://127.0.0.1:$port$url_path" >/dev/null 2>&1
 callgrind_control -z "$cg" >/dev/null
 requests=$(wrk -t1 -c16 -d"${seconds}s" "http://127.0.0.1:$port$url_path" | awk '/requests in/ {print $1}')
@@ -43,8 +34,7 @@ printf 'instructions per request: %.0f  (%s requests under callgrind)\n' \
   "$(awk -v i="$ir" -v n="$requests" 'BEGIN {print i / n}')" "$requests"
 
 "$binary" --config "$work/gateway.yaml" >"$work/st.log" 2>&1 & tg=$!; pids+=($tg)
-for _ in $(seq 50); do grep -q "listening on public" "$work/st.log" && break; sleep 0.1; done
-port=$(port_of "$work/st.log")
+port=$(public_port "$work/st.log")
 wrk -t1 -c16 -d2s "http://127.0.0.1:$port$url_path" >/dev/null 2>&1
 strace -c -f -p "$tg" -o "$work/strace.txt" & st=$!
 sleep 0.5

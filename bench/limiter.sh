@@ -24,7 +24,7 @@ echo "== limiter micro-benchmark (median of 5 runs; $(nproc) cores, $(grep -m1 '
 grep -E '^(memory|huge pages|evictions while filling):' "$out"
 printf '%-58s %s\n' "full IPv4 decision, 1M live keys, uniform, 1 thread" "$(median 'full_ipv4_decision/min_time:2.000/real_time/threads:1_') ns"
 printf '%-58s %s\n' "full IPv4 decision, 1M live keys, uniform, 2 threads" "$(median 'full_ipv4_decision/min_time:2.000/real_time/threads:2_') ns per decision (aggregate)"
-printf '%-58s %s\n' "same, next request prefetched (limiter::prepare), 1 thread" "$(median 'prefetched_ipv4_decision/min_time:2.000/real_time/threads:1_') ns"
+printf '%-58s %s\n' "same, next request prefetched (memory_store::prepare), 1 thread" "$(median 'prefetched_ipv4_decision/min_time:2.000/real_time/threads:1_') ns"
 printf '%-58s %s\n' "same, next request prefetched, 2 threads" "$(median 'prefetched_ipv4_decision/min_time:2.000/real_time/threads:2_') ns per decision (aggregate)"
 printf '%-58s %s\n' "1M live keys, Zipf(1.0) traffic, 1 thread" "$(median 'skewed_ipv4_decision') ns"
 printf '%-58s %s\n' "full IPv4 decision + a global limit, 1 thread" "$(median 'global_limit_decision/min_time:2.000/real_time/threads:1_') ns"

@@ -13,18 +13,9 @@ bench_setup wrk
 build/tollgate-echo --port 0 --threads 2 >"$work/echo.log" & pids+=($!)
 for _ in $(seq 50); do grep -q listening "$work/echo.log" && break; sleep 0.1; done
 up=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/echo.log" | head -1)
-cat > "$work/gateway.yaml" <<YAML
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: 2
-upstreams: { app: { endpoints: ["127.0.0.1:$up"] } }
-default_route: { category: general, upstream: app }
-policies: [$PWD/bench/open-policy.yaml]
-logging: { level: info }
-YAML
+open_gateway_yaml "$up" 2 "$work/gateway.yaml"
 build/tollgate --config "$work/gateway.yaml" >"$work/tollgate.log" 2>&1 & tg=$!; pids+=($tg)
-for _ in $(seq 50); do grep -q "listening on public" "$work/tollgate.log" && break; sleep 0.1; done
-port=$(grep "listening on public" "$work/tollgate.log" | sed 's/.*:\([0-9]*\)$/\1/')
+port=$(public_port "$work/tollgate.log")
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$tg/status"; }
 done_requests=0

@@ -61,7 +61,7 @@ void read_key(const yaml_node& n, limit_config& out) {
   if (!n.is_map()) {
     if (n.as_string() != "global")
       n.fail("expected global, or a map with header, query, cookie or bearer");
-    out.key = key_kind::global;
+    out.key = core::key_source::global;
     return;
   }
   n.expect_keys({"header", "query", "cookie", "bearer"});
@@ -70,16 +70,16 @@ void read_key(const yaml_node& n, limit_config& out) {
   const auto& [kind, value] = entries.front();
   if (kind == "bearer") {
     if (!value.as_bool()) value.fail("bearer: true is the only form");
-    out.key = key_kind::bearer;
+    out.key = core::key_source::bearer;
     return;
   }
   out.key_name = value.as_string();
   if (kind == "header") {
-    out.key = key_kind::header;
+    out.key = core::key_source::header;
     if (!valid_header_name(out.key_name)) value.fail("invalid header name '" + out.key_name + "'");
     return;
   }
-  out.key = kind == "query" ? key_kind::query : key_kind::cookie;
+  out.key = kind == "query" ? core::key_source::query : core::key_source::cookie;
   if (!valid_key_name(out.key_name)) value.fail("invalid " + kind + " name '" + out.key_name + "'");
 }
 
@@ -96,13 +96,13 @@ limit_config read_limit(const std::string& name, const yaml_node& n) {
     out.address_level = *address;
   } else if (name == "identity" && !n.get("key")) {
     n.expect_keys({"header", "short", "long", "shadow"});
-    out.key = key_kind::header;
+    out.key = core::key_source::header;
     const yaml_node h = n.at("header");
     out.key_name = h.as_string();
     if (!valid_header_name(out.key_name)) h.fail("invalid header name '" + out.key_name + "'");
   } else if (name == "global" && !n.get("key")) {
     n.expect_keys({"short", "long", "shadow"});
-    out.key = key_kind::global;
+    out.key = core::key_source::global;
   } else {
     n.expect_keys({"key", "short", "long", "shadow"});
     const auto key = n.get("key");
@@ -192,7 +192,7 @@ category_config read_category(const std::string& name, const yaml_node& n, loade
     std::size_t keyed = 0;
     for (const auto& [limit_name, value] : limits->entries()) {
       limit_config l = read_limit(limit_name, value);
-      if (l.key != key_kind::address && ++keyed > max_keyed_limits) {
+      if (l.key != core::key_source::address && ++keyed > max_keyed_limits) {
         value.fail("more than " + std::to_string(max_keyed_limits) +
                    " limits not keyed on the address in one category");
       }

@@ -21,13 +21,10 @@ struct tier_config {
   std::uint32_t burst = 0;  ///< requests admitted at once, 1..1000000
 };
 
-/// Where a limit's key comes from (DESIGN §3, "keys as data").
-enum class key_kind { address, header, query, cookie, bearer, global };
-
 /// One limit of a category: a name, a key and tiers; either tier may be left out.
 struct limit_config {
-  std::string name;                  ///< an address level's name, or the operator's
-  key_kind key = key_kind::address;  ///< where its key comes from
+  std::string name;                                  ///< an address level's name, or the operator's
+  core::key_source key = core::key_source::address;  ///< where its key comes from
   core::level address_level = core::level::ipv4_individual;  ///< key address: which level
   std::string key_name;                 ///< header, query parameter or cookie name
   std::optional<tier_config> tiers[2];  ///< indexed by core::tier

@@ -23,6 +23,23 @@ inline constexpr std::size_t level_count = 4;
 /// The same, under the name older code uses.
 inline constexpr std::size_t address_level_count = level_count;
 
+/// Where a limit's key comes from (DESIGN §3, "keys as data"): read from configuration, used by
+/// the limiter.
+enum class key_source : std::uint8_t {
+  address,  ///< the client address masked to an address level's prefix
+  header,   ///< a request header's value, hashed
+  query,    ///< a query parameter's value (percent-decoded), hashed
+  cookie,   ///< a cookie's value, hashed
+  bearer,   ///< the token of `Authorization: Bearer`, hashed
+  global,   ///< one key for every request of the category
+};
+
+/// Configuration name of a key source ("header", "global", ...).
+constexpr std::string_view source_name(key_source s) noexcept {
+  constexpr std::string_view names[] = {"address", "header", "query", "cookie", "bearer", "global"};
+  return names[static_cast<std::size_t>(s)];
+}
+
 /// Prefix lengths of the four address levels (DESIGN §3 defaults): what a policy file's
 /// `levels` sets and what the limiter and the PoW tables key addresses by.
 struct level_prefixes {

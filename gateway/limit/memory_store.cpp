@@ -1,6 +1,5 @@
 #include "gateway/limit/memory_store.hpp"
 
-#include <atomic>
 #include <mutex>
 #include <utility>
 
@@ -110,10 +109,10 @@ decision memory_store::decide_once(const limit_request& req, std::uint32_t slice
     const limit_spec& spec = *req.groups[g].spec;
     entries[g] = at[g].table->find(at[g].at, at[g].key, spec.scope);
     bool& allow = spec.shadow ? shadow_allow : enforced_allow;
-    const bool sliced = spec.source == key_source::global;
+    const bool global = spec.source == key_source::global;
     for (std::uint8_t t = 0; t < 2; ++t) {
       if (spec.tiers[t].burst == 0) continue;
-      const gcra_params p = sliced ? slice_params(spec.tiers[t], slice) : spec.tiers[t];
+      const gcra_params p = global ? slice_params(spec.tiers[t], slice) : spec.tiers[t];
       const nanos stored = entries[g] != nullptr ? entries[g]->tat[t] : req.now;
       // A slice without burst of its own (a burst smaller than the slice count) admits nothing.
       const gcra_result r = p.burst == 0 ? gcra_result{false, req.now, p.emission}

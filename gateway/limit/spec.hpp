@@ -12,18 +12,8 @@
 
 namespace tollgate::limit {
 
-/// Where a limit's key comes from.
-enum class key_source : std::uint8_t {
-  address,  ///< the client address masked to an address level's prefix
-  header,   ///< a request header's value, hashed
-  query,    ///< a query parameter's value (percent-decoded), hashed
-  cookie,   ///< a cookie's value, hashed
-  bearer,   ///< the token of `Authorization: Bearer`, hashed
-  global,   ///< one key for every request of the category
-};
-
-/// Configuration name of a key source ("header", "global", ...).
-std::string_view source_name(key_source s) noexcept;
+using core::key_source;
+using core::source_name;
 
 /// Tables of the in-process store: one per address level, then one for every other key.
 inline constexpr std::uint8_t keyed_table = 4;

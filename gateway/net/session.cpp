@@ -234,37 +234,57 @@ enum class next_step {
   forward      ///< admitted: to the upstream of request.route
 };
 
+/// A local answer of `status`, whose body and further header lines are already in the
+/// scratch (`problem`, `problem_fields`); the connection stays open only if `keep_open`.
+next_step answer_locally(request_in_hand& r, connection_scratch& sc, http::status status,
+                         const policy::rate_limit_fields* rate, bool keep_open) {
+  r.status = status;
+  r.body = sc.problem;
+  r.extra_fields = sc.problem_fields;
+  r.rate = rate;
+  r.keep_open = keep_open;
+  return next_step::answer;
+}
+
+/// Counts the request in hand under `outcome` (tollgate_requests_total).
+void count_request(worker& w, request_in_hand& r, metrics::decision outcome) {
+  r.outcome = outcome;
+  w.counters.requests[r.snap->metric_of(*r.gate.category)][static_cast<std::size_t>(outcome)].add();
+}
+
+/// Counts the time of one limiter decision begun at `start`.
+void observe_check(worker& w, std::chrono::steady_clock::time_point start) {
+  w.counters.limiter_check.observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      metrics::limiter_buckets);
+}
+
 /// Turns the gate's verdict into the next step: counts the request, applies the effects, and
 /// renders a refusal into the scratch.
 next_step conclude(worker& w, connection_scratch& sc) {
   request_in_hand& r = sc.request;
   const policy::gate_verdict& v = r.verdict;
   apply_effects(w, r);
-  r.outcome = decision_of(v.result);
-  w.counters.requests[r.snap->metric_of(*r.gate.category)][static_cast<std::size_t>(r.outcome)]
-      .add();
+  count_request(w, r, decision_of(v.result));
   if (v.forward()) return next_step::forward;
-  r.rate = v.limits_checked ? &sc.fields : nullptr;
+  http::status status = http::status::too_many_requests;
   switch (v.result) {
     case policy::outcome::banned:
-      r.status = http::status::forbidden;
+      status = http::status::forbidden;
       write_banned(sc.problem, sc.problem_fields, v.retry_after);
       break;
     case policy::outcome::challenged:
-      r.status = http::status::precondition_required;
+      status = http::status::precondition_required;
       write_challenge(sc.problem, sc.problem_fields, v.challenge);
       break;
     default:  // limited
-      r.status = http::status::too_many_requests;
       write_limited_body(sc.problem, sc.fields);
       sc.problem_fields.clear();
       break;
   }
-  r.body = sc.problem;
-  r.extra_fields = sc.problem_fields;
   // The body, if any, is not read: close afterwards rather than parse what we refuse.
-  r.keep_open = r.keep_alive && r.parser->is_done();
-  return next_step::answer;
+  return answer_locally(r, sc, status, v.limits_checked ? &sc.fields : nullptr,
+                        r.keep_alive && r.parser->is_done());
 }
 
 /// Step 2 of the gate, once the store has decided request.limits.
@@ -296,12 +316,7 @@ next_step refuse_head(request_in_hand& r, connection_scratch& sc, http::status s
                       std::string body) {
   sc.problem = std::move(body);
   sc.problem_fields.clear();
-  r.status = status;
-  r.body = sc.problem;
-  r.extra_fields = {};
-  r.rate = nullptr;
-  r.keep_open = false;
-  return next_step::answer;
+  return answer_locally(r, sc, status, nullptr, false);
 }
 
 /// Decides the request whose head reading ended with `rec`: the head's own faults, then the
@@ -359,9 +374,7 @@ next_step decide_limits(worker& w, connection_scratch& sc) {
   }
   const auto start = std::chrono::steady_clock::now();
   if (!w.shared.store.try_decide(r.limits, r.decision)) return next_step::ask_limits;
-  w.counters.limiter_check.observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-      metrics::limiter_buckets);
+  observe_check(w, start);
   return after_limits(w, sc);
 }
 
@@ -372,21 +385,13 @@ task<next_step> await_limits(worker& w, connection_scratch& sc) {
   request_in_hand& r = sc.request;
   const auto start = std::chrono::steady_clock::now();
   auto [ec] = co_await store::async_decide(w.shared.store, r.limits, r.decision, use_tuple);
-  w.counters.limiter_check.observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-      metrics::limiter_buckets);
+  observe_check(w, start);
   if (!ec) co_return after_limits(w, sc);
-  r.outcome = metrics::decision::error;
-  w.counters.requests[r.snap->metric_of(*r.gate.category)][static_cast<std::size_t>(r.outcome)]
-      .add();
+  count_request(w, r, metrics::decision::error);
   sc.problem = problem_body(503, "Service Unavailable", "the limiter store did not answer");
   sc.problem_fields.clear();
-  r.status = http::status::service_unavailable;
-  r.body = sc.problem;
-  r.extra_fields = {};
-  r.rate = nullptr;
-  r.keep_open = r.keep_alive && r.parser->is_done();
-  co_return next_step::answer;
+  co_return answer_locally(r, sc, http::status::service_unavailable, nullptr,
+                           r.keep_alive && r.parser->is_done());
 }
 
 /// One access log line for the request in hand (only when the access log is on: nothing is
@@ -514,6 +519,7 @@ task<bool> read_request(worker& w, deadline_watch& watch, std::unique_ptr<connec
   const auto& idle_limits = w.current->config.limits;
   const auto idle = first ? idle_limits.header_timeout : idle_limits.keepalive_timeout;
   if (!co_await await_request(w, watch, sc, idle, !first)) co_return false;
+  // Read again after each wait: a reload meanwhile may have freed the configuration before.
   const auto& head_limits = w.current->config.limits;
   if (!head_in_hand(watch, *sc, head_limits.max_header_bytes) &&
       !co_await collect_slow_head(w, watch, sc, head_limits.max_header_bytes,

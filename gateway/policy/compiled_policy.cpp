@@ -16,24 +16,6 @@ namespace {
 using limit::key_source;
 using limit::level;
 
-key_source source_of(config::key_kind k) {
-  switch (k) {
-    case config::key_kind::address:
-      return key_source::address;
-    case config::key_kind::header:
-      return key_source::header;
-    case config::key_kind::query:
-      return key_source::query;
-    case config::key_kind::cookie:
-      return key_source::cookie;
-    case config::key_kind::bearer:
-      return key_source::bearer;
-    case config::key_kind::global:
-      return key_source::global;
-  }
-  return key_source::address;
-}
-
 /// Stable name of a limit's state: changing a prefix or a key starts it afresh, changing only
 /// rates or bursts keeps it (the stored tat stays meaningful). Address levels keep the names
 /// of earlier versions ("auth/ipv4_network/24").
@@ -51,7 +33,7 @@ limit::limit_spec compile_limit(const config::category_config& cc, const config:
                                 std::size_t slot, const limit::level_prefixes& prefixes) {
   limit::limit_spec s;
   s.name = lc.name;
-  s.source = source_of(lc.key);
+  s.source = lc.key;
   s.address_level = lc.address_level;
   s.key_name = lc.key_name;
   // Header names compare without case, so their state name is spelled one way.
@@ -68,14 +50,16 @@ limit::limit_spec compile_limit(const config::category_config& cc, const config:
   return s;
 }
 
-std::string family_policy_field(const category_limits& c, level fine, level coarse) {
+/// Every limit a request of family `f` (0: IPv4, 1: IPv6) in `c` carries when it has every key.
+std::vector<const limit::limit_spec*> family_limits(const category_limits& c, int f) {
   std::vector<const limit::limit_spec*> limits;
-  for (level l : {fine, coarse}) {
+  for (level l : {f == 0 ? level::ipv4_individual : level::ipv6_subnet,
+                  f == 0 ? level::ipv4_network : level::ipv6_provider}) {
     if (const auto* s = c.at_level(l)) limits.push_back(s);
   }
   for (std::uint8_t i : c.keyed)
     limits.push_back(&c.limits[i]);
-  return limit::policy_field(limits);
+  return limits;
 }
 
 /// Every limit's value of the request; "" when the request lacks it.
@@ -125,13 +109,10 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
       }
       c.limits.push_back(std::move(s));
     }
-    c.policy_field[0] = family_policy_field(c, level::ipv4_individual, level::ipv4_network);
-    c.policy_field[1] = family_policy_field(c, level::ipv6_subnet, level::ipv6_provider);
     for (int f = 0; f < 2; ++f) {
-      const level fine = f == 0 ? level::ipv4_individual : level::ipv6_subnet;
-      const level coarse = f == 0 ? level::ipv4_network : level::ipv6_provider;
-      c.family_limits[f] = static_cast<std::uint8_t>(
-          (c.at_level(fine) != nullptr) + (c.at_level(coarse) != nullptr) + c.keyed.size());
+      const auto limits = family_limits(c, f);
+      c.policy_field[f] = limit::policy_field(limits);
+      c.family_limits[f] = static_cast<std::uint8_t>(limits.size());
     }
     c.pow = compile_pow(cc, violations_);
     categories_.push_back(std::move(c));

@@ -39,8 +39,6 @@ class decision_store {
  public:
   virtual ~decision_store() = default;
 
-  /// A hint that `req` will be decided soon (an in-process store starts loading its state).
-  virtual void prepare(const limit::limit_request& req) noexcept { (void)req; }
   /// Decides `req` into `out` if that can be done at once, and says whether it was.
   virtual bool try_decide(const limit::limit_request& req, limit::decision& out) = 0;
   /// Decides `req` into `out` later: `done` runs once, on its associated executor, after `out`

@@ -14,7 +14,6 @@ class local_store final : public decision_store {
   local_store(const limit::store_capacity& capacity, std::uint64_t seed, std::uint32_t slices = 1)
       : memory_(capacity, seed, slices) {}
 
-  void prepare(const limit::limit_request& req) noexcept override { memory_.prepare(req); }
   /// Always at once.
   bool try_decide(const limit::limit_request& req, limit::decision& out) override {
     out = memory_.decide(req);

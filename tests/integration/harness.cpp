@@ -8,6 +8,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <cstdio>
@@ -140,6 +141,18 @@ std::vector<response> exchange(std::uint16_t port, const std::string& raw, std::
 
 response request(std::uint16_t port, const std::string& raw, const std::string& source) {
   return exchange(port, raw, 1, source).front();
+}
+
+std::string metrics_text(const gateway& gw) {
+  const auto r = request(gw.admin_port, get("/metrics"));
+  REQUIRE(r.status == 200);
+  return r.body;
+}
+
+double sample(const std::string& text, const std::string& name) {
+  const auto at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + name.size() + 2));
 }
 
 std::string get(const std::string& target, const std::string& extra) {

@@ -118,6 +118,13 @@ class scripted_upstream {
   std::unique_ptr<impl> impl_;
 };
 
+/// The Prometheus text of `gw`'s admin listener (`/metrics`), checked to have been served.
+std::string metrics_text(const gateway& gw);
+
+/// The value of the sample `name` (labels included, exactly) in the Prometheus `text`, or -1
+/// when there is none.
+double sample(const std::string& text, const std::string& name);
+
 /// A loopback TCP port that was free a moment ago.
 std::uint16_t free_port();
 

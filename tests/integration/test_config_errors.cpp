@@ -44,15 +44,6 @@ std::string with_policy(const std::string& extra) {
   return yaml;
 }
 
-/// The value of the sample `name` in the admin listener's /metrics, or -1 when absent.
-double sample(const gateway& gw, const std::string& name) {
-  const auto r = request(gw.admin_port, get("/metrics"));
-  REQUIRE(r.status == 200);
-  const auto at = r.body.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(r.body.substr(at + name.size() + 2));
-}
-
 const std::string failures = R"(tollgate_config_reloads_total{result="failure"})";
 const std::string successes = R"(tollgate_config_reloads_total{result="success"})";
 
@@ -83,7 +74,7 @@ TEST_CASE("a reload naming a folder as a policy file keeps the running configura
           "[integration][reload]") {
   echo_server echo;
   gateway gw(gateway_yaml, policy_yaml, echo.port);
-  CHECK(sample(gw, failures) == 0);
+  CHECK(sample(metrics_text(gw), failures) == 0);
   for (int i = 0; i < 2; ++i)
     CHECK(request(gw.port, get("/strict")).status == 200);
 
@@ -99,16 +90,16 @@ TEST_CASE("a reload naming a folder as a policy file keeps the running configura
   CHECK(r.status == 429);
   CHECK(r.header("x-ratelimit-limit") == "2");
   CHECK(request(gw.port, get("/open")).status == 200);
-  CHECK(sample(gw, failures) == 1);
-  CHECK(sample(gw, successes) == 0);
+  CHECK(sample(metrics_text(gw), failures) == 1);
+  CHECK(sample(metrics_text(gw), successes) == 0);
 
   // A broken YAML file the same way; then a good reload still takes effect.
   std::ofstream(gw.dir / "broken.yaml") << "categories:\n  x: { cost: 1\n";
   CHECK(gw.reload(with_policy("broken.yaml"), bigger).find("broken.yaml:3: YAML syntax") !=
         std::string::npos);
-  CHECK(sample(gw, failures) == 2);
+  CHECK(sample(metrics_text(gw), failures) == 2);
   CHECK(gw.reload(gateway_yaml, bigger).find("in force") != std::string::npos);
-  CHECK(sample(gw, successes) == 1);
+  CHECK(sample(metrics_text(gw), successes) == 1);
   r = request(gw.port, get("/strict"));
   CHECK(r.status == 200);
   CHECK(r.header("x-ratelimit-limit") == "4");

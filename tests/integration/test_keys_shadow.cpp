@@ -64,19 +64,6 @@ categories:
       global: { short: { rate: 1/h, burst: 3 } }
 )";
 
-std::string metrics_of(const gateway& gw) {
-  const auto r = request(gw.admin_port, get("/metrics"));
-  REQUIRE(r.status == 200);
-  return r.body;
-}
-
-/// The value of sample `name` (with its labels) in `text`, or -1 when absent.
-double sample(const std::string& text, const std::string& name) {
-  const auto at = text.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + name.size() + 2));
-}
-
 std::string rate_limited(const std::string& category, const std::string& level,
                          const std::string& mode) {
   return R"(tollgate_rate_limited_total{category=")" + category + R"(",level=")" + level +
@@ -164,7 +151,7 @@ TEST_CASE("a header-keyed limit is shared by every address sending the same key"
        get("/header/b", "X-API-KEY: k-1\r\n")},
       get("/header", "X-Api-Key: k-2\r\n"),
       {get("/header"), get("/header", "X-Api-Key-2: k-1\r\n"), get("/header", "X-Api-Key:\r\n")});
-  const auto text = metrics_of(gw);
+  const auto text = metrics_text(gw);
   INFO(text);
   CHECK(sample(text, rate_limited("by_header", "per_api_key", "enforce")) == 1);
   CHECK(sample(text, unkeyed("by_header", "per_api_key")) == 3);
@@ -185,7 +172,7 @@ TEST_CASE("a query-keyed limit compares percent-decoded values, '+' as a space",
                     get("/query?tenant=acme%2Bcorp"),
                     {get("/query"), get("/query?tenant="), get("/query?tenants=acme+corp"),
                      get("/query?x=tenant")});
-  const auto text = metrics_of(gw);
+  const auto text = metrics_text(gw);
   INFO(text);
   CHECK(sample(text, rate_limited("by_query", "per_tenant", "enforce")) == 1);
   CHECK(sample(text, unkeyed("by_query", "per_tenant")) == 4);
@@ -201,7 +188,7 @@ TEST_CASE("a cookie-keyed limit reads the named cookie among others", "[integrat
       get("/cookie", "Cookie: sid=abd\r\n"),
       {get("/cookie"), get("/cookie", "Cookie: xsid=abc\r\n"),
        get("/cookie", "Cookie: theme=abc\r\n")});
-  const auto text = metrics_of(gw);
+  const auto text = metrics_text(gw);
   INFO(text);
   CHECK(sample(text, rate_limited("by_cookie", "per_session", "enforce")) == 1);
   CHECK(sample(text, unkeyed("by_cookie", "per_session")) == 3);
@@ -218,7 +205,7 @@ TEST_CASE("a bearer-keyed limit is keyed on the token of Authorization: Bearer",
                     get("/bearer", "Authorization: Bearer tok-2\r\n"),
                     {get("/bearer"), get("/bearer", "Authorization: Basic dG9rLTE=\r\n"),
                      get("/bearer", "Authorization: Bearer\r\n")});
-  const auto text = metrics_of(gw);
+  const auto text = metrics_text(gw);
   INFO(text);
   CHECK(sample(text, rate_limited("by_bearer", "per_token", "enforce")) == 1);
   CHECK(sample(text, unkeyed("by_bearer", "per_token")) == 3);
@@ -258,7 +245,7 @@ TEST_CASE("the older spellings identity and global still limit, by those names",
   CHECK(r.status == 429);
   CHECK(r.header("x-ratelimit-level") == "global");
 
-  const auto text = metrics_of(gw);
+  const auto text = metrics_text(gw);
   INFO(text);
   CHECK(sample(text, rate_limited("legacy", "identity", "enforce")) == 1);
   CHECK(sample(text, rate_limited("legacy", "global", "enforce")) == 2);
@@ -330,7 +317,7 @@ categories:
     CHECK(r.header("x-ratelimit-level") == "everyone");
   }
   CHECK(echo.requests() == 5);
-  const auto text = metrics_of(gw);
+  const auto text = metrics_text(gw);
   INFO(text);
   CHECK(sample(text, rate_limited("shared", "everyone", "enforce")) == clients * each - 5 + 4);
   CHECK(sample(text, requests_total("shared", "allowed")) == 5);
@@ -504,7 +491,7 @@ TEST_CASE("a category in shadow mode forwards what it would refuse and tells onl
     CHECK_FALSE(has_rate_limit_headers(r));
     INFO(r.body);
   }
-  const auto text = metrics_of(gw);
+  const auto text = metrics_text(gw);
   INFO(text);
   CHECK(sample(text, requests_total("trial", "allowed")) == 2);
   CHECK(sample(text, requests_total("trial", "shadow_limited")) == 3);
@@ -578,7 +565,7 @@ TEST_CASE("one shadowed limit beside an enforced one: headers and state of the e
   CHECK(r.header("ratelimit-policy") == policy);
   CHECK(r.body.find(R"("level":"ipv4_individual")") != std::string::npos);
 
-  const auto text = metrics_of(gw);
+  const auto text = metrics_text(gw);
   INFO(text);
   CHECK(sample(text, requests_total("mixed", "allowed")) == 2);
   CHECK(sample(text, requests_total("mixed", "shadow_limited")) == 1);

@@ -35,6 +35,7 @@ categories:
       ipv4_individual: { short: { rate: 1/h, burst: 2 }, long: { rate: 1/h, burst: 100 } }
 )";
 
+/// /metrics, checked to be Prometheus text format 0.0.4.
 std::string metrics_of(const gateway& gw) {
   const auto r = request(gw.admin_port, get("/metrics"));
   REQUIRE(r.status == 200);

@@ -88,10 +88,6 @@ std::string with_proof(const std::string& target, const std::string& challenge,
   return get(target, "X-PoW-Solution: " + challenge + ":" + nonce + "\r\n");
 }
 
-std::string metrics_of(const gateway& gw) {
-  return request(gw.admin_port, get("/metrics")).body;
-}
-
 }  // namespace
 
 TEST_CASE("an upstream's violation leads to a 428; the solved challenge passes once",
@@ -131,7 +127,7 @@ TEST_CASE("an upstream's violation leads to a 428; the solved challenge passes o
   CHECK(request(f.gw.port, get("/x"), from).status == 200);
   CHECK(request(f.gw.port, get("/guarded/x"), "127.0.9.99").status == 200);
 
-  const auto m = metrics_of(f.gw);
+  const auto m = metrics_text(f.gw);
   CHECK(m.find(R"(tollgate_violations_total{reason="abuse"} 1)") != std::string::npos);
   CHECK(m.find(R"(tollgate_pow_challenges_total{category="guarded"} 2)") != std::string::npos);
   CHECK(m.find(R"(tollgate_pow_verifications_total{result="valid"} 1)") != std::string::npos);
@@ -174,7 +170,7 @@ TEST_CASE("each failed proof gets its reason, and failures count against the net
   // violation of its own, now needs a proof too; b's network does not.
   CHECK(request(f.gw.port, get("/guarded/x"), "127.0.1.77").status == 428);
   CHECK(request(f.gw.port, get("/guarded/x"), "127.0.3.77").status == 200);
-  const auto m = metrics_of(f.gw);
+  const auto m = metrics_text(f.gw);
   CHECK(m.find(R"(tollgate_violations_total{reason="pow_failed"} 5)") != std::string::npos);
   CHECK(m.find(R"(tollgate_pow_verifications_total{result="bad_signature"} 1)") !=
         std::string::npos);
@@ -194,7 +190,7 @@ TEST_CASE("each failed proof gets its reason, and failures count against the net
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   CHECK(reason_of(late + ":" + late_nonce, b) == "expired");
-  CHECK(metrics_of(f.gw).find(R"(tollgate_violations_total{reason="pow_failed"} 5)") !=
+  CHECK(metrics_text(f.gw).find(R"(tollgate_violations_total{reason="pow_failed"} 5)") !=
         std::string::npos);
 }
 
@@ -221,7 +217,7 @@ TEST_CASE("pay to pass: past the limit a proof admits one request", "[integratio
   r = request(f.gw.port, with_proof("/paid", ch2, weak_nonce(ch2, 6)), from);
   CHECK(r.status == 428);
   CHECK(r.body.find(R"("reason":"insufficient_work")") != std::string::npos);
-  CHECK(metrics_of(f.gw).find(
+  CHECK(metrics_text(f.gw).find(
             R"(tollgate_requests_total{category="paid",decision="pow_passed"} 1)") !=
         std::string::npos);
 }
@@ -274,7 +270,7 @@ TEST_CASE("repeated violations ban an address: 403, nothing upstream, lifted by 
                 "DELETE /admin/bans/127.0.0.31 HTTP/1.1\r\nHost: a\r\n" + auth + "\r\n")
             .status == 404);
   CHECK(request(f.gw.admin_port, get("/admin/addresses/not-an-ip", auth)).status == 400);
-  const auto m = metrics_of(f.gw);
+  const auto m = metrics_text(f.gw);
   CHECK(m.find("tollgate_bans_total 1") != std::string::npos);
   CHECK(m.find("tollgate_active_bans 0") != std::string::npos);
   CHECK(m.find(R"(tollgate_requests_total{category="open",decision="banned"} 1)") !=
@@ -303,6 +299,6 @@ TEST_CASE("a proof pays once and never past a global limit", "[integration][pow]
   r = request(f.gw.port, with_proof("/both", ch, tollgate::pow::solve(ch, 4, 1)), from);
   CHECK(r.status == 428);  // paid for the violation; the limit wants another
   CHECK(r.body.find(R"("reason")") == std::string::npos);
-  CHECK(metrics_of(f.gw).find(R"(tollgate_violations_total{reason="pow_failed"} 0)") !=
+  CHECK(metrics_text(f.gw).find(R"(tollgate_violations_total{reason="pow_failed"} 0)") !=
         std::string::npos);
 }

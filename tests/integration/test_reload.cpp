@@ -66,15 +66,6 @@ std::string reload_in_force(gateway& gw, const std::string& yaml, const std::str
   return gw.process->output().substr(before);
 }
 
-/// The value of the sample `name` in the admin listener's /metrics on `port`, or -1.
-double sample(std::uint16_t port, const std::string& name) {
-  const auto r = request(port, get("/metrics"));
-  REQUIRE(r.status == 200);
-  const auto at = r.body.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(r.body.substr(at + name.size() + 2));
-}
-
 /// A folder of its own for the test, removed at the end.
 struct scratch_dir {
   scratch_dir() { std::filesystem::create_directories(path); }
@@ -119,7 +110,7 @@ TEST_CASE("a reload names each changed restart-only key, keeps it, and applies t
   CHECK(gw.process->wait_for_line("access ").find("\"GET /strict HTTP/1.1\" 200") !=
         std::string::npos);
   // The listeners are where they were, and nothing listens where the new file says.
-  CHECK(sample(gw.admin_port, successes) == 1);
+  CHECK(sample(metrics_text(gw), successes) == 1);
   CHECK_THROWS(request(new_admin, get("/metrics")));
   CHECK_THROWS(request(new_public, get("/strict")));
 
@@ -128,7 +119,7 @@ TEST_CASE("a reload names each changed restart-only key, keeps it, and applies t
         std::vector<std::string>{"listeners.public.port", "admin.port", "workers"});
   // Back to the running values: nothing to say.
   CHECK(restart_keys(reload_in_force(gw, gateway_yaml, policy_yaml)).empty());
-  CHECK(sample(gw.admin_port, successes) == 3);
+  CHECK(sample(metrics_text(gw), successes) == 3);
 }
 
 TEST_CASE("a reload changes the logging level live", "[integration][reload]") {
