@@ -55,7 +55,7 @@ curl -s -o /dev/null "http://127.0.0.1:$tg/x"                            # the l
 challenge="$(curl -s -D - -o /dev/null "http://127.0.0.1:$tg/guarded/x" |
   awk -F': ' 'tolower($1) == "x-pow-challenge" { print $2 }' | tr -d '\r')"
 forged="${challenge:0:40}AAAA${challenge:44}:1"
-upstream_requests() { curl -s "http://127.0.0.1:$up/_echo/stats" | tr -dc '0-9'; }
+upstream_requests() { curl -s "http://127.0.0.1:$up/_echo/stats" | sed 's/.*"requests":\([0-9]*\).*/\1/'; }
 rate() { wrk -t2 -c64 -d"${duration}s" "$@" 2>&1 | awk '/Requests\/sec/ { printf "%.0f", $2 }'; }
 before=$(upstream_requests)
 flood=$(rate -H "X-PoW-Solution: $forged" "http://127.0.0.1:$tg/guarded/x")

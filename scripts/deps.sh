@@ -4,7 +4,7 @@
 tollgate_packages=(
   cmake ninja-build g++ ccache pkg-config
   libyaml-cpp-dev catch2 libbenchmark-dev openssl
-  libboost1.81-dev libssl-dev libspdlog-dev prometheus-cpp-dev curl prometheus nginx-light
+  libboost1.81-dev libssl-dev libspdlog-dev prometheus-cpp-dev curl prometheus nginx-light python3-websockets
 )
 
 install_deps() {

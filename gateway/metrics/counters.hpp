@@ -49,6 +49,42 @@ inline constexpr std::size_t refusal_count = 2;
 inline constexpr std::array<std::string_view, refusal_count> refusal_names = {"per_address",
                                                                               "max_connections"};
 
+/// Why a WebSocket upgrade was refused (label `reason` of
+/// tollgate_websocket_upgrades_refused_total).
+enum class upgrade_refusal : std::uint8_t {
+  limited,               ///< 429 from the limits
+  challenged,            ///< 428
+  banned,                ///< 403
+  too_many_connections,  ///< 429: max_connections_per_address
+  upstream_refused,      ///< the upstream answered something else than 101 (relayed)
+  upstream_failed        ///< the upstream could not be reached or failed (502/504)
+};
+inline constexpr std::size_t upgrade_refusal_count = 6;
+inline constexpr std::array<std::string_view, upgrade_refusal_count> upgrade_refusal_names = {
+    "limited", "challenged", "banned", "too_many_connections", "upstream_refused",
+    "upstream_failed"};
+/// Label `direction` of tollgate_websocket_messages_total.
+inline constexpr std::array<std::string_view, 2> ws_direction_names = {"from_client",
+                                                                       "from_upstream"};
+/// Label `action` of tollgate_websocket_messages_limited_total (config::excess_action order).
+inline constexpr std::array<std::string_view, 2> ws_action_names = {"close", "drop"};
+/// Label `by` of tollgate_websocket_closes_total: who sent the first close frame (or, for
+/// 1006, whose connection ended first without one).
+inline constexpr std::array<std::string_view, 3> ws_closer_names = {"client", "upstream",
+                                                                    "gateway"};
+/// Label `code` of tollgate_websocket_closes_total: the codes of RFC 6455 §7.4.1 a relay
+/// sees, the rest as "other" (application codes would make the label unbounded).
+inline constexpr std::array<std::uint16_t, 10> ws_close_codes = {1000, 1001, 1002, 1003, 1006,
+                                                                 1007, 1008, 1009, 1010, 1011};
+inline constexpr std::size_t ws_close_code_count = ws_close_codes.size() + 1;
+/// The label index of close code `code`.
+constexpr std::size_t ws_close_slot(std::uint16_t code) noexcept {
+  for (std::size_t i = 0; i < ws_close_codes.size(); ++i) {
+    if (ws_close_codes[i] == code) return i;
+  }
+  return ws_close_codes.size();
+}
+
 /// Label values of `result` of tollgate_pow_verifications_total, in the order of
 /// core::proof_failure (valid first): one list for the 428 body and the metric.
 inline constexpr auto verification_results = core::proof_failure_names;
@@ -114,6 +150,14 @@ struct worker_counters {
   std::array<counter, verification_results.size()> pow_verifications;  ///< [result]
   std::array<counter, max_names> violations;                           ///< [reason]
   counter bans;                                                        ///< bans imposed
+  std::array<counter, max_names> ws_opened;  ///< [category] WebSocket connections relayed
+  std::array<counter, max_names> ws_closed;  ///< [category] of those, ended
+  std::array<std::array<counter, 2>, max_names> ws_messages;  ///< [category][direction]
+  std::array<std::array<counter, 2>, max_names> ws_limited;   ///< [category][action]
+  /// [by][code] WebSocket connections ended
+  std::array<std::array<counter, ws_close_code_count>, 3> ws_closes;
+  /// [category][reason] upgrades refused
+  std::array<std::array<counter, upgrade_refusal_count>, max_names> ws_refused;
 };
 
 /// Label values by index, assigned once per name for the life of the process.

@@ -240,6 +240,72 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   }
   out.push_back(std::move(active_bans));
 
+  auto ws_active = family("tollgate_websocket_connections",
+                          "Open WebSocket connections by category.", MetricType::Gauge);
+  auto ws_messages = family("tollgate_websocket_messages_total",
+                            "WebSocket messages relayed, by category and direction.",
+                            MetricType::Counter);
+  auto ws_limited = family("tollgate_websocket_messages_limited_total",
+                           "WebSocket messages from clients over the message limit, by action.",
+                           MetricType::Counter);
+  auto ws_refused = family("tollgate_websocket_upgrades_refused_total",
+                           "WebSocket upgrades refused, by category and reason.",
+                           MetricType::Counter);
+  for (std::size_t c = 0; c < categories.size(); ++c) {
+    const auto opened =
+        sum(workers, [&](const worker_counters& w) -> const counter& { return w.ws_opened[c]; });
+    const auto closed =
+        sum(workers, [&](const worker_counters& w) -> const counter& { return w.ws_closed[c]; });
+    ClientMetric m;
+    m.label = {{"category", categories[c]}};
+    m.gauge.value = static_cast<double>(opened - closed);
+    ws_active.metric.push_back(std::move(m));
+    for (std::size_t d = 0; d < ws_direction_names.size(); ++d) {
+      ws_messages.metric.push_back(counter_metric(
+          {{"category", categories[c]}, {"direction", std::string(ws_direction_names[d])}},
+          static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
+            return w.ws_messages[c][d];
+          }))));
+    }
+    for (std::size_t a = 0; a < ws_action_names.size(); ++a) {
+      ws_limited.metric.push_back(counter_metric(
+          {{"category", categories[c]}, {"action", std::string(ws_action_names[a])}},
+          static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
+            return w.ws_limited[c][a];
+          }))));
+    }
+    for (std::size_t k = 0; k < upgrade_refusal_count; ++k) {
+      const auto n = sum(workers, [&](const worker_counters& w) -> const counter& {
+        return w.ws_refused[c][k];
+      });
+      if (n == 0) continue;  // only reasons that happened
+      ws_refused.metric.push_back(counter_metric(
+          {{"category", categories[c]}, {"reason", std::string(upgrade_refusal_names[k])}},
+          static_cast<double>(n)));
+    }
+  }
+  out.push_back(std::move(ws_active));
+  out.push_back(std::move(ws_messages));
+  out.push_back(std::move(ws_limited));
+  out.push_back(std::move(ws_refused));
+  auto ws_closes = family("tollgate_websocket_closes_total",
+                          "WebSocket connections ended, by close code and who closed first "
+                          "(1006: ended without a close frame).",
+                          MetricType::Counter);
+  for (std::size_t b = 0; b < ws_closer_names.size(); ++b) {
+    for (std::size_t k = 0; k < ws_close_code_count; ++k) {
+      const auto n = sum(workers, [&](const worker_counters& w) -> const counter& {
+        return w.ws_closes[b][k];
+      });
+      if (n == 0) continue;
+      const std::string code =
+          k < ws_close_codes.size() ? std::to_string(ws_close_codes[k]) : std::string("other");
+      ws_closes.metric.push_back(counter_metric(
+          {{"code", code}, {"by", std::string(ws_closer_names[b])}}, static_cast<double>(n)));
+    }
+  }
+  out.push_back(std::move(ws_closes));
+
   auto reloads = family("tollgate_config_reloads_total", "Configuration reloads by result.",
                         MetricType::Counter);
   reloads.metric.push_back(

@@ -40,6 +40,11 @@ void check(std::shared_ptr<deadline_watch> watch) {
       w.client.cancel(ignored);
     }
     if (now >= w.at) {
+      if (w.upstream == nullptr && w.on_due != nullptr) {
+        w.at = clock::time_point::max();
+        w.on_due(w.due_context);  // sets the next deadline, or ends the session
+        continue;
+      }
       if (w.upstream == nullptr) {
         // A client phase ran out: closing the socket ends the session's pending operation.
         error_code ignored;

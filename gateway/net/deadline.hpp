@@ -71,6 +71,10 @@ struct deadline_watch {
   bool ended = false;                               ///< the session is over
   clock::time_point release_at = clock::time_point::max();  ///< see release_after
   bool released = false;  ///< the watchdog cancelled an idle read at release_at
+  /// When set, a client phase running out calls this with `due_context` instead of closing
+  /// the socket (a WebSocket tunnel closes with a close frame); it sets the next deadline.
+  void (*on_due)(void* context) = nullptr;
+  void* due_context = nullptr;  ///< see on_due
   /// Links in its worker's list of idle keep-alive connections (idle_connections).
   deadline_watch* idle_prev = nullptr;
   deadline_watch* idle_next = nullptr;  ///< see idle_prev

@@ -168,7 +168,7 @@ void upstream_head(const request_parser& parser, const forward_request& r, conne
   }
   render_upstream_head(
       sc.head, parser,
-      {sc.forwarded_for, r.tls ? "https" : "http", real_ip, host, sc.fields.shadow});
+      {sc.forwarded_for, r.tls ? "https" : "http", real_ip, host, sc.fields.shadow, r.upgrade});
 }
 
 /// Records the violations an upstream response reports: its X-Tollgate-Violation fields and
@@ -235,6 +235,12 @@ task<bool> answer_failure(exchange& x, metrics::upstream_error kind, std::string
   x.w.counters
       .upstream_errors[r.snap.upstream_metric[r.route.upstream]][static_cast<std::size_t>(kind)]
       .add();
+  if (r.upgrade) {
+    x.w.counters
+        .ws_refused[r.snap.metric_of(*r.route.category)]
+                   [static_cast<std::size_t>(metrics::upgrade_refusal::upstream_failed)]
+        .add();
+  }
   const bool timeout = kind == metrics::upstream_error::timeout;
   // Named before the co_await: GCC 12 destroys temporaries of a conditional expression inside
   // a co_await argument list twice.
@@ -338,7 +344,8 @@ task<std::optional<bool>> exchange_head(exchange& x) {
     if (ec && !watch.upstream_timed_out) ec = {};
     // Interim responses (100 Continue, 103 Early Hints) are read past, not relayed: the client
     // had its 100 from the gateway, and hints are optional. The final response follows on the
-    // same connection. A 101 was not asked for (upgrades are not forwarded): a failure.
+    // same connection. A 101 is the end of an upgrade's exchange, and a failure for any other
+    // request (it was not asked for).
     while (!ec) {
       std::apply([&](auto&&... a) { rp.emplace(a...); }, on_arena(sc.arena));
       rp->body_limit(boost::none);  // responses are streamed, never held
@@ -347,8 +354,8 @@ task<std::optional<bool>> exchange_head(exchange& x) {
       watch.upstream_for(&conn->socket, response_timeout);
       ec = co_await read_head(conn->socket, conn->buffer, *rp);
       const unsigned status = ec ? 0 : rp->get().result_int();
-      if (status == 101) ec = asio::error::operation_not_supported;
-      if (ec || status >= 200) break;
+      if (status == 101 && !r.upgrade) ec = asio::error::operation_not_supported;
+      if (ec || status >= 200 || status == 101) break;
     }
     if (!ec) co_return std::nullopt;
     const bool timeout = watch.upstream_timed_out;  // the watchdog closed it
@@ -360,6 +367,30 @@ task<std::optional<bool>> exchange_head(exchange& x) {
     const auto kind = timeout ? metrics::upstream_error::timeout : metrics::upstream_error::reset;
     co_return co_await answer_failure(x, kind, std::move(what), r.keep_alive && parser.is_done());
   }
+}
+
+/// Completes an upgrade the upstream accepted: its 101 to the client, and the upstream
+/// connection and the bytes read past each head kept for the tunnel (sc.upgraded). Returns
+/// false: the connection is the tunnel's now, and ends with it.
+task<bool> switch_protocols(exchange& x) {
+  auto& [w, r, watch, client_buffer, parser, sc, conn, rp] = x;
+  const auto& res = rp->get();
+  bool websocket = false;
+  for (const auto& t : http::token_list(res[http::field::upgrade]))
+    websocket = websocket || core::iequals(sv(t), "websocket");
+  if (!websocket) {
+    w.pool.failed(r.snap, conn->upstream, conn->endpoint);
+    co_return co_await answer_failure(x, metrics::upstream_error::reset,
+                                      "switched to another protocol than websocket", false);
+  }
+  render_switching_head(sc.head, *rp, sc.fields);
+  sc.status = 101;
+  watch.client_for(r.snap.config.limits.body_timeout);
+  asio::const_buffer head = asio::buffer(sc.head);
+  if (co_await write_all(watch.stream, std::span(&head, 1))) co_return false;
+  sc.ws_extensions = res.find(http::field::sec_websocket_extensions) != res.end();
+  sc.upgraded = std::move(conn);
+  co_return false;
 }
 
 }  // namespace
@@ -385,6 +416,14 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
 
   record_response_violations(w, r, *rp);
   sc.status = rp->get().result_int();
+  if (r.upgrade) {
+    if (sc.status == 101) co_return co_await switch_protocols(x);
+    // Refused by the upstream: its answer is relayed as it is.
+    w.counters
+        .ws_refused[r.snap.metric_of(*r.route.category)]
+                   [static_cast<std::size_t>(metrics::upgrade_refusal::upstream_refused)]
+        .add();
+  }
   const bool head_request = parser.get().method() == http::verb::head;
   // An answer that came before the whole request body (an early 413) ends the client's
   // connection: the rest of its body is not read.

@@ -119,6 +119,7 @@ void render_upstream_head(std::string& out, const request_parser& parser,
   append_line(out, "X-Forwarded-Proto", added.proto);
   append_line(out, "X-Real-IP", added.real_ip);
   if (!added.shadow.empty()) append_line(out, shadow_field, added.shadow);
+  if (added.upgrade) out += "Connection: Upgrade\r\nUpgrade: websocket\r\n";
   if (parser.chunked()) {
     out += "Transfer-Encoding: chunked\r\n";
   } else if (const auto length = parser.content_length()) {
@@ -169,6 +170,17 @@ client_framing render_client_head(std::string& out, const response_parser& parse
   if (version < 11 && framing.keep_alive) out += "Connection: keep-alive\r\n";
   out += "\r\n";
   return framing;
+}
+
+void render_switching_head(std::string& out, const response_parser& parser,
+                           const policy::rate_limit_fields& fields) {
+  out.clear();
+  out += "HTTP/1.1 101 Switching Protocols\r\n";
+  append_end_to_end(out, parser.get().base(), [&](std::string_view name) {
+    return (fields.present && is_rate_limit_field(name)) || core::iequals(name, violation_field);
+  });
+  append_rate_limit_fields(out, fields);
+  out += "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
 }
 
 /// Feeds the bytes already buffered to `parser`, which is reading a request head, counting

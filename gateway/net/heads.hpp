@@ -30,6 +30,7 @@ struct upstream_fields {
   std::string_view real_ip;        ///< X-Real-IP
   std::string_view host;           ///< Host, when the request has none (HTTP/1.0); else ""
   std::string_view shadow;         ///< X-Tollgate-Shadow (DESIGN §12), or ""
+  bool upgrade = false;            ///< a WebSocket upgrade: Upgrade and Connection kept
 };
 
 /// Renders the head of `req` for the upstream into `out`, with the forwarding headers of
@@ -48,6 +49,12 @@ struct client_framing {
 client_framing render_client_head(std::string& out, const response_parser& parser, unsigned version,
                                   bool keep_alive, bool head_request,
                                   const policy::rate_limit_fields& fields);
+
+/// Renders the 101 of an upstream that accepted a WebSocket upgrade for the client into `out`:
+/// its end-to-end fields (Sec-WebSocket-Accept, -Protocol, -Extensions among them), the
+/// rate-limit fields of `fields`, and the Upgrade and Connection of this one response.
+void render_switching_head(std::string& out, const response_parser& parser,
+                           const policy::rate_limit_fields& fields);
 
 /// Feeds the bytes already buffered to `parser`, which is reading a request head, counting
 /// them in `head`. Returns whether the head is complete; an error (the limit among them) goes

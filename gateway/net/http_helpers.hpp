@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "gateway/metrics/counters.hpp"
+#include "gateway/net/address_slots.hpp"
 #include "gateway/net/asio.hpp"
 #include "gateway/net/client_stream.hpp"
 #include "gateway/net/deadline.hpp"
 #include "gateway/net/messages.hpp"
 #include "gateway/net/problem.hpp"
 #include "gateway/net/snapshot.hpp"
+#include "gateway/net/upstream_pool.hpp"
 #include "gateway/policy/gate.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/router.hpp"
@@ -39,6 +41,7 @@ struct request_in_hand {
   unsigned version = 11;                   ///< its HTTP version
   bool keep_alive = false;                 ///< the client asked to keep the connection
   bool has_host = true;                    ///< it has a Host field (HTTP/1.0 may not)
+  bool upgrade = false;                    ///< it asks for a WebSocket (DESIGN §6)
   http::status status = http::status::ok;  ///< a local answer's status
   std::string_view body;                   ///< a local answer's body
   std::string_view extra_fields;           ///< a local answer's further header lines
@@ -68,6 +71,7 @@ struct forward_request {
   unsigned version = 11;        ///< the client's HTTP version
   policy::client_subjects who;  ///< the client as violation counters know it
   bool host_missing = false;    ///< without a Host field (HTTP/1.0): one is added upstream
+  bool upgrade = false;         ///< a WebSocket upgrade: forwarded as one
 };
 
 /// Buffers a connection uses while it carries a request. A connection that stays idle, or
@@ -97,6 +101,12 @@ struct connection_scratch {
   request_in_hand request;           ///< the request being served
   std::optional<forward_request> forwarding;  ///< what forward() is told of it, when admitted
   unsigned status = 0;  ///< status of the response sent for the current request (access log)
+  /// A WebSocket upgrade's place under max_connections_per_address, from admission until
+  /// its tunnel takes it (or the upgrade fails).
+  address_slot tunnel_place;
+  /// The upstream connection of an upgrade it answered with 101, for the tunnel.
+  std::unique_ptr<upstream_connection> upgraded;
+  bool ws_extensions = false;  ///< that 101 negotiated an extension
 };
 
 /// Scratch space of one worker's connections: taken when bytes of a request arrive, given back
@@ -128,6 +138,8 @@ class scratch_pool {
     --in_use_;
     if (spare_.size() >= max_spare) return;
     s->forwarding.reset();
+    s->upgraded.reset();
+    s->tunnel_place = {};
     s->request.parser.reset();
     s->request.snap.reset();
     spare_.push_back(std::move(s));

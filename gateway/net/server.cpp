@@ -132,6 +132,7 @@ server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, un
     workers_.back()->index = static_cast<std::uint32_t>(workers_.size() - 1);
     workers_.back()->adopt(initial_);
     workers_.back()->per_address = &per_address_;
+    workers_.back()->tunnels_per_address = &tunnels_per_address_;
     // Like nginx's worker_connections: each worker holds its share of the limit.
     const auto total = initial_->config.limits.max_connections;
     workers_.back()->max_connections = (total + std::max(1u, workers) - 1) / std::max(1u, workers);
@@ -196,6 +197,11 @@ void server::stop(std::chrono::nanoseconds grace) {
         acc->close(ignored);
       });
     }
+  }
+  // WebSockets are told the gateway is going away (1001) and have the grace period for their
+  // close handshakes.
+  for (auto& w : workers_) {
+    asio::post(w->io, [wp = w.get()] { wp->tunnels.close_all(policy::ws::going_away); });
   }
   // Requests in flight may finish; idle keep-alive connections are simply closed.
   const auto deadline = std::chrono::steady_clock::now() + grace;

@@ -47,6 +47,7 @@ class server {
   /// Open connections per client, across workers; before workers_, whose sessions hold slots
   /// until their io_contexts are destroyed.
   address_slots per_address_;
+  address_slots tunnels_per_address_;  ///< open WebSockets per client and category
   std::vector<std::unique_ptr<worker>> workers_;              ///< one per thread
   std::vector<std::vector<listening>> acceptors_;             ///< per worker
   std::vector<listener_info> infos_;                          ///< per listener

@@ -10,6 +10,7 @@
 #include "gateway/net/forward.hpp"
 #include "gateway/net/heads.hpp"
 #include "gateway/net/http_helpers.hpp"
+#include "gateway/net/websocket.hpp"
 #include "gateway/net/worker.hpp"
 #include "gateway/policy/client_address.hpp"
 #include "gateway/policy/proxy_header.hpp"
@@ -259,14 +260,58 @@ void observe_check(worker& w, std::chrono::steady_clock::time_point start) {
       metrics::limiter_buckets);
 }
 
+/// Counts an upgrade refused for `why`.
+void count_refused_upgrade(worker& w, const request_in_hand& r, metrics::upgrade_refusal why) {
+  w.counters.ws_refused[r.snap->metric_of(*r.gate.category)][static_cast<std::size_t>(why)].add();
+}
+
+/// Takes an admitted upgrade's place under its category's max_connections_per_address (DESIGN
+/// §6), held in the scratch until the tunnel takes it. False when the client has that many
+/// open: then a 429 is rendered into the scratch.
+bool take_tunnel_place(worker& w, connection_scratch& sc) {
+  request_in_hand& r = sc.request;
+  const auto& category = *r.gate.category;
+  const auto key = tunnel_key(r.who, r.snap->index_of(category));
+  if (w.tunnels_per_address->try_take(key, category.websocket.max_connections_per_address)) {
+    sc.tunnel_place = address_slot(*w.tunnels_per_address, key);
+    return true;
+  }
+  count_refused_upgrade(w, r, metrics::upgrade_refusal::too_many_connections);
+  problem_writer p(sc.problem, 429, "Too Many Requests");
+  p.text("detail", "too many WebSocket connections from this address")
+      .text("code", "too_many_connections")
+      .number("retry_after", 1)
+      .finish();
+  sc.problem_fields = "Retry-After: 1\r\nX-RateLimit-Reason: too_many_connections\r\n";
+  return false;
+}
+
+/// The label of tollgate_websocket_upgrades_refused_total for an upgrade the gate refused.
+metrics::upgrade_refusal refusal_of(policy::outcome o) noexcept {
+  switch (o) {
+    case policy::outcome::banned:
+      return metrics::upgrade_refusal::banned;
+    case policy::outcome::challenged:
+      return metrics::upgrade_refusal::challenged;
+    default:
+      return metrics::upgrade_refusal::limited;
+  }
+}
+
 /// Turns the gate's verdict into the next step: counts the request, applies the effects, and
 /// renders a refusal into the scratch.
 next_step conclude(worker& w, connection_scratch& sc) {
   request_in_hand& r = sc.request;
   const policy::gate_verdict& v = r.verdict;
   apply_effects(w, r);
+  if (v.forward() && r.upgrade && !take_tunnel_place(w, sc)) {
+    count_request(w, r, metrics::decision::limited);
+    return answer_locally(r, sc, http::status::too_many_requests,
+                          v.limits_checked ? &sc.fields : nullptr, r.keep_alive);
+  }
   count_request(w, r, decision_of(v.result));
   if (v.forward()) return next_step::forward;
+  if (r.upgrade) count_refused_upgrade(w, r, refusal_of(v.result));
   http::status status = http::status::too_many_requests;
   switch (v.result) {
     case policy::outcome::banned:
@@ -338,6 +383,11 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   if (snap.config.logging.access_log) r.started = std::chrono::steady_clock::now();
   if (const std::string_view fault = head_fault(*r.parser, r.has_host); !fault.empty()) {
     return refuse_head(r, sc, http::status::bad_request, problem_body(400, "Bad Request", fault));
+  }
+  r.upgrade = is_websocket_upgrade(*r.parser);
+  if (r.upgrade && (r.parser->chunked() || r.parser->content_length().value_or(0) > 0)) {
+    return refuse_head(r, sc, http::status::bad_request,
+                       problem_body(400, "Bad Request", "a WebSocket upgrade carries no body"));
   }
   if (!policy::normalize_path(sv(req.target()), sc.path)) {
     return refuse_head(r, sc, http::status::bad_request,
@@ -559,6 +609,28 @@ local_answer answer_of(const request_in_hand& r) {
           r.snap->config.limits.body_timeout};
 }
 
+/// What a tunnel takes from the connection whose upgrade succeeded: the upstream connection,
+/// the bytes each side sent past its head, the category's options; the scratch goes back to
+/// the worker (a WebSocket holds no scratch).
+tunnel_setup hand_over(worker& w, std::unique_ptr<connection_scratch>& sc) {
+  request_in_hand& r = sc->request;
+  tunnel_setup setup;
+  setup.upstream = std::move(sc->upgraded);
+  setup.from_client.assign(view_of(sc->buffer));
+  setup.from_upstream.assign(view_of(setup.upstream->buffer));
+  setup.upstream->buffer = beast::flat_buffer();  // its capacity freed
+  const auto& category = *r.route->category;
+  setup.limits = category.messages;
+  setup.idle_timeout = category.websocket.idle_timeout;
+  setup.max_lifetime = category.websocket.max_lifetime;
+  setup.metric = r.snap->metric_of(*r.route->category);
+  setup.extensions = sc->ws_extensions;
+  setup.place = std::move(sc->tunnel_place);
+  sc->buffer.clear();
+  w.scratch.give(std::move(sc));
+  return setup;
+}
+
 /// The request loop of one connection, phase by phase; `watch` bounds every one.
 task<void> serve(worker& w, deadline_watch& watch, core::address peer, const listener_info& l,
                  address_slot& slot) {
@@ -590,8 +662,14 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     bool stay = false;
     if (step == next_step::forward) {
       sc->forwarding.emplace(*r.snap, *r.route, peer, r.client, peer_text, l.tls, r.keep_alive,
-                             r.version, r.who, !r.has_host);
+                             r.version, r.who, !r.has_host, r.upgrade);
       stay = co_await forward(w, *sc->forwarding, watch, sc->buffer, *r.parser, *sc);
+      if (sc->upgraded) {
+        if (r.snap->config.logging.access_log) log_access(*sc);
+        co_await run_tunnel(w, watch, hand_over(w, held.sc));
+        co_return;
+      }
+      sc->tunnel_place = {};  // not upgraded after all
     } else {
       const local_answer answer = answer_of(r);
       stay = co_await write_local(watch, *sc, answer);

@@ -15,6 +15,7 @@
 #include "gateway/net/http_helpers.hpp"
 #include "gateway/net/snapshot.hpp"
 #include "gateway/net/upstream_pool.hpp"
+#include "gateway/net/websocket.hpp"
 #include "gateway/policy/gate.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/store/decision_store.hpp"
@@ -67,6 +68,9 @@ struct worker {
   std::uint64_t max_connections = 0;        ///< this worker's share of limits.max_connections
   std::uint32_t index = 0;                  ///< 0..workers-1: its slice of every global limit
   address_slots* per_address = nullptr;     ///< open connections per client, all workers'
+  /// Open WebSocket connections per client and category, all workers'.
+  address_slots* tunnels_per_address = nullptr;
+  tunnel_list tunnels;                      ///< this worker's WebSocket tunnels
   idle_connections idle;                    ///< keep-alive connections between requests
   scratch_pool scratch;                     ///< buffers of connections with a request
   /// Refusals not yet logged (logged at most once per interval, so an attack cannot flood
@@ -82,11 +86,21 @@ struct worker {
   /// copying it per request do not contend with other cores on one reference count.
   std::shared_ptr<const snapshot> current;
 
+  /// The buffer every tunnel of this worker reads into once its socket is readable, and
+  /// relays from before it reads again: a waiting tunnel holds no buffer of its own.
+  std::array<char, 64 * 1024>& relay_buffer() {
+    if (!relay_) relay_ = std::make_unique<std::array<char, 64 * 1024>>();
+    return *relay_;
+  }
+
   /// Adopts `s` (call on this worker's thread).
   void adopt(std::shared_ptr<const snapshot> s) {
     auto holder = std::make_shared<std::shared_ptr<const snapshot>>(std::move(s));
     current = std::shared_ptr<const snapshot>(holder, holder->get());
   }
+
+ private:
+  std::unique_ptr<std::array<char, 64 * 1024>> relay_;  ///< see relay_buffer
 };
 
 /// Closes a connection just accepted, cheaply (a reset: no lingering state on either side),

@@ -115,6 +115,8 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
       c.family_limits[f] = static_cast<std::uint8_t>(limits.size());
     }
     c.pow = compile_pow(cc, violations_);
+    if (cc.websocket) c.websocket = *cc.websocket;
+    c.messages = ws::compile_limits(c.websocket);
     categories_.push_back(std::move(c));
   }
 }

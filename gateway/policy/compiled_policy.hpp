@@ -15,6 +15,7 @@
 #include "gateway/limit/address.hpp"
 #include "gateway/limit/request.hpp"
 #include "gateway/policy/pow_gate.hpp"
+#include "gateway/policy/websocket.hpp"
 
 namespace tollgate::policy {
 
@@ -29,6 +30,10 @@ struct category_limits {
   std::array<std::uint8_t, 2> family_limits{};  ///< limits policy_field lists, per family
   category_pow pow;                             ///< proof of work, status violations
   bool shadow = false;                          ///< mode: shadow (every limit shadowed)
+  /// WebSocket options (DESIGN §6): the category's, or the defaults when it sets none, since
+  /// an operator may route an upgrade to any category.
+  config::websocket_config websocket;
+  ws::message_limits messages;  ///< `websocket`'s message limits, compiled
 
   /// The address limit of level `l`, or nullptr.
   const limit::limit_spec* at_level(limit::level l) const noexcept {

@@ -1,0 +1,467 @@
+#include "gateway/net/websocket.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+
+#include <spdlog/spdlog.h>
+
+#include "gateway/core/text.hpp"
+#include "gateway/net/worker.hpp"
+
+namespace tollgate::net {
+
+bool is_websocket_upgrade(const request_parser& parser) noexcept {
+  const auto& req = parser.get();
+  if (req.version() < 11 || req.method() != http::verb::get) return false;
+  auto has = [&](http::field f, std::string_view token) {
+    for (const auto& t : http::token_list(req[f])) {
+      if (core::iequals(sv(t), token)) return true;
+    }
+    return false;
+  };
+  return has(http::field::upgrade, "websocket") && has(http::field::connection, "upgrade");
+}
+
+std::uint64_t tunnel_key(const policy::client_subjects& who, std::size_t category) noexcept {
+  auto mix = [](std::uint64_t x) {  // splitmix64's finaliser
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  return mix(who.individual.key) ^ mix(std::uint64_t{who.individual.level} << 32 | category);
+}
+
+namespace {
+
+namespace ws = policy::ws;
+using clock = deadline_watch::clock;
+
+/// How long a peer has to answer a close frame, or to end its side once the other has ended,
+/// before the gateway drops the connection.
+constexpr std::chrono::seconds close_timeout{5};
+/// A pending write's buffer larger than this is freed after use: an idle tunnel keeps none.
+constexpr std::size_t kept_pending = 4096;
+
+/// One direction of a tunnel: where its bytes are in the frame they belong to, and what it
+/// owes its receiver.
+struct direction {
+  std::uint64_t payload_left = 0;  ///< bytes of the current frame's payload still to come
+  ws::frame_action action = ws::frame_action::forward;  ///< what becomes of them
+  /// The current frame is a close frame: its first two payload bytes (the code) are read.
+  bool reading_close = false;
+  std::uint8_t code_bytes = 0;          ///< of the code read so far
+  std::array<std::uint8_t, 2> code{};   ///< the close code as sent (masked for client frames)
+  std::array<std::uint8_t, 4> mask{};   ///< the current frame's mask (client frames)
+  std::array<std::uint8_t, ws::max_header> carry{};     ///< a header split across reads
+  std::uint8_t carried = 0;                             ///< its bytes so far
+  std::array<std::uint8_t, ws::max_header> head_out{};  ///< that header, once whole, as sent
+  std::vector<asio::const_buffer> pieces;  ///< what one read gives the receiver
+  std::string pending;  ///< bytes a write that could not complete at once still owes
+  std::string own;      ///< a close frame of the gateway's own, sent this way
+  bool close_sent = false;  ///< a close frame went this way (relayed or the gateway's)
+  bool close_seen = false;  ///< a close frame came from this direction's sender
+  bool ended = false;       ///< its sender's stream ended (or failed)
+
+  /// Whether a frame of the gateway's own may be sent now: the receiver is not inside a
+  /// frame relayed to it.
+  bool between_frames() const noexcept {
+    return payload_left == 0 || action != ws::frame_action::forward;
+  }
+  /// Adds `n` bytes at `p` to what the receiver gets, joined to the last piece when adjacent.
+  void emit(const void* p, std::size_t n) {
+    if (n == 0) return;
+    if (!pieces.empty()) {
+      auto& last = pieces.back();
+      if (static_cast<const char*>(last.data()) + last.size() == p) {
+        last = asio::const_buffer(last.data(), last.size() + n);
+        return;
+      }
+    }
+    pieces.emplace_back(p, n);
+  }
+};
+
+/// Who ended a tunnel first (label `by` of tollgate_websocket_closes_total).
+enum class closer : std::uint8_t { client, upstream, gateway };
+
+/// A tunnel between one client and its upstream connection.
+struct tunnel final : tunnel_list::member {
+  tunnel(worker& w, deadline_watch& watch, tunnel_setup& s)
+      : w(w),
+        watch(watch),
+        up(std::move(s.upstream)),
+        meter(s.limits, s.extensions),
+        metric(s.metric),
+        idle(s.idle_timeout),
+        lifetime_end(clock::now() + s.max_lifetime),
+        place(std::move(s.place)) {}
+
+  worker& w;
+  deadline_watch& watch;                    ///< the client connection's
+  std::unique_ptr<upstream_connection> up;  ///< the upstream connection
+  ws::client_meter meter;                   ///< the client's messages
+  std::uint16_t metric;                     ///< the category's label index
+  std::chrono::nanoseconds idle;            ///< idle_timeout
+  clock::time_point lifetime_end;           ///< max_lifetime from the start
+  clock::time_point idle_end;               ///< the last activity + idle
+  clock::time_point write_end = clock::time_point::max();  ///< a blocked write's deadline
+  clock::time_point close_end = clock::time_point::max();  ///< closing: the peers' deadline
+  address_slot place;                   ///< under max_connections_per_address
+  direction from_client;                ///< client -> upstream
+  direction from_upstream;              ///< upstream -> client
+  std::uint16_t own_code = 0;           ///< the gateway's close code, once it closes
+  bool counted = false;                 ///< the close was counted
+  bool upstream_pump_done = false;      ///< the upstream -> client coroutine has returned
+  std::unique_ptr<std::array<char, 16 * 1024>> tls_in;  ///< TLS reads (plain: the worker's)
+  timer joined{w.io.get_executor()};    ///< wakes the tunnel when that coroutine returns
+
+  /// Moves the client's deadline to the earliest of what bounds the tunnel now.
+  void rearm() noexcept {
+    watch.at = std::min({idle_end, lifetime_end, write_end, close_end});
+  }
+  /// Traffic came: the idle deadline moves.
+  void active() noexcept {
+    idle_end = clock::now() + idle;
+    rearm();
+  }
+  /// Counts the end of the tunnel once: the first close frame's code and sender.
+  void count_close(closer by, std::uint16_t code) noexcept {
+    if (counted) return;
+    counted = true;
+    w.counters.ws_closes[static_cast<std::size_t>(by)][metrics::ws_close_slot(code)].add();
+  }
+  /// One side has ended: the other has close_timeout to follow.
+  void ending() noexcept {
+    close_end = std::min(close_end, clock::now() + close_timeout);
+    rearm();
+  }
+  /// Drops both connections at once (a peer that does not answer, a failed write).
+  void drop() noexcept {
+    error_code ignored;
+    watch.client.close(ignored);
+    up->socket.close(ignored);
+  }
+  /// Starts the gateway's close with `code`: each direction sends its close frame as soon as
+  /// its receiver is between frames (the pumps are woken for it), and the peers have
+  /// close_timeout to answer.
+  void close_with(std::uint16_t code) override {
+    if (own_code != 0 || (from_client.close_sent && from_upstream.close_sent)) return;
+    own_code = code;
+    count_close(closer::gateway, code);
+    close_end = clock::now() + close_timeout;
+    rearm();
+    error_code ignored;
+    watch.client.cancel(ignored);
+    up->socket.cancel(ignored);
+  }
+  /// The deadline came: idle or lifetime over (close 1001), or a peer too slow (dropped).
+  static void due(void* self) {
+    auto& t = *static_cast<tunnel*>(self);
+    const auto now = clock::now();
+    if (now >= t.close_end || now >= t.write_end) {
+      t.drop();
+      return;
+    }
+    if (now >= t.idle_end || now >= t.lifetime_end) {
+      t.close_with(ws::going_away);
+      return;
+    }
+    t.rearm();
+  }
+};
+
+/// The close code in a close frame's first payload bytes, as far as they were read.
+std::uint16_t close_code_of(const direction& d) noexcept {
+  if (d.code_bytes < 2) return 1005;  // a close frame without a code
+  return static_cast<std::uint16_t>(d.code[0] << 8 | d.code[1]);
+}
+
+/// Notes a frame header from one side: for client frames (`from_client`) the meter's
+/// verdict; for both, close frames; and the gateway's own close frame, if one is waiting
+/// and the receiver is between frames now, goes before it. Returns what becomes of the
+/// frame.
+ws::frame_action on_header(tunnel& t, direction& d, bool from_client, const ws::frame_header& h) {
+  auto& counters = t.w.counters;
+  ws::frame_action action = ws::frame_action::forward;
+  if (t.own_code != 0) {
+    // The gateway is closing: nothing more is relayed; a close frame from the sender is
+    // its answer.
+    action = ws::frame_action::drop;
+  } else if (from_client) {
+    const ws::frame_verdict v = t.meter.judge(h, t.w.shared.clock.now());
+    if (v.limited) {
+      counters.ws_limited[t.metric][v.action == ws::frame_action::drop ? 1 : 0].add();
+    }
+    if (v.action == ws::frame_action::close) {
+      t.close_with(v.code);
+      return ws::frame_action::drop;
+    }
+    action = v.action;
+    if (v.message_start && action == ws::frame_action::forward) counters.ws_messages[t.metric][0].add();
+  } else if (!h.control() && h.op != ws::continuation) {
+    counters.ws_messages[t.metric][1].add();
+  }
+  if (h.op == ws::close) {
+    d.reading_close = true;
+    d.code_bytes = 0;
+    d.mask = h.mask;
+    if (action == ws::frame_action::forward) {
+      d.close_sent = true;
+    } else {
+      d.close_seen = true;  // the answer to the gateway's close
+    }
+  }
+  d.action = action;
+  d.payload_left = h.length;
+  return action;
+}
+
+/// Adds the gateway's close frame to what `d`'s receiver gets, if the gateway is closing and
+/// none went that way yet. Call only between frames.
+void own_close(tunnel& t, direction& d, bool to_upstream) {
+  if (t.own_code == 0 || d.close_sent) return;
+  d.close_sent = true;
+  d.own.clear();
+  // A client's frames are masked (RFC 6455 §5.3); the key needs no secrecy here: the
+  // upstream is not a browser's peer that a crafted payload could confuse.
+  const std::array<std::uint8_t, 4> mask = {0x37, 0xfa, 0x21, 0x3d};
+  ws::append_close_frame(d.own, t.own_code, "", to_upstream ? &mask : nullptr);
+  d.emit(d.own.data(), d.own.size());
+}
+
+/// Walks the frames in `n` bytes at `p` from one side, collecting in `d.pieces` what its
+/// receiver gets.
+void take_bytes(tunnel& t, direction& d, bool from_client, const std::uint8_t* p, std::size_t n) {
+  std::size_t pos = 0;
+  while (pos < n) {
+    if (d.payload_left > 0) {
+      const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(d.payload_left, n - pos));
+      if (d.reading_close) {
+        for (std::size_t i = 0; i < take && d.code_bytes < 2; ++i, ++d.code_bytes) {
+          // Client frames are masked; the code is the first two bytes, mask offsets 0 and 1.
+          d.code[d.code_bytes] = p[pos + i] ^ (from_client ? d.mask[d.code_bytes] : 0);
+        }
+      }
+      if (d.action == ws::frame_action::forward) d.emit(p + pos, take);
+      pos += take;
+      d.payload_left -= take;
+      if (d.payload_left == 0 && d.reading_close) {
+        d.reading_close = false;
+        t.count_close(from_client ? closer::client : closer::upstream, close_code_of(d));
+      }
+      continue;
+    }
+    ws::frame_header h;
+    const std::uint8_t* head = nullptr;
+    if (d.carried > 0) {
+      const std::size_t add = std::min<std::size_t>(ws::max_header - d.carried, n - pos);
+      std::memcpy(d.carry.data() + d.carried, p + pos, add);
+      if (!ws::parse_frame_header(std::span(d.carry.data(), d.carried + add), h)) {
+        d.carried = static_cast<std::uint8_t>(d.carried + add);
+        pos += add;
+        continue;  // all of it taken: the header goes on in the next read
+      }
+      pos += h.size - d.carried;
+      d.carried = 0;
+      std::memcpy(d.head_out.data(), d.carry.data(), h.size);
+      head = d.head_out.data();
+    } else {
+      if (!ws::parse_frame_header(std::span(p + pos, n - pos), h)) {
+        std::memcpy(d.carry.data(), p + pos, n - pos);
+        d.carried = static_cast<std::uint8_t>(n - pos);
+        pos = n;
+        continue;
+      }
+      head = p + pos;
+      pos += h.size;
+    }
+    // The gateway's close goes out first, while this receiver is between frames; when the
+    // meter closes on this very frame, the close frame goes instead of it.
+    own_close(t, d, from_client);
+    const auto action = on_header(t, d, from_client, h);
+    own_close(t, d, from_client);
+    if (action == ws::frame_action::forward) d.emit(head, h.size);
+    if (h.length == 0 && h.op == ws::close) {
+      d.reading_close = false;
+      t.count_close(from_client ? closer::client : closer::upstream, 1005);
+    }
+  }
+}
+
+/// Sends what `d.pieces` holds to `out`: at once as far as the socket takes it, the rest
+/// copied (the bytes may be in the worker's shared buffer) and awaited.
+template <class Out>
+task<error_code> deliver(tunnel& t, direction& d, Out& out) {
+  std::span<asio::const_buffer> rest(d.pieces.data(), d.pieces.size());
+  if constexpr (std::is_same_v<Out, tcp_socket>) {
+    if (error_code ec = write_now(out, rest); ec || rest.empty()) {
+      d.pieces.clear();
+      co_return ec;
+    }
+  } else {
+    if (!out.tls()) {
+      if (error_code ec = write_now(out.socket(), rest); ec || rest.empty()) {
+        d.pieces.clear();
+        co_return ec;
+      }
+    }
+  }
+  d.pending.clear();
+  for (const auto& b : rest)
+    d.pending.append(static_cast<const char*>(b.data()), b.size());
+  d.pieces.clear();
+  t.write_end = clock::now() + t.idle;
+  t.rearm();
+  asio::const_buffer all = asio::buffer(d.pending);
+  error_code ec;
+  if constexpr (std::is_same_v<Out, tcp_socket>) {
+    std::tie(ec, std::ignore) = co_await asio::async_write(out, all, use_tuple);
+  } else {
+    ec = co_await write_all(out, std::span(&all, 1));
+  }
+  t.write_end = clock::time_point::max();
+  t.rearm();
+  d.pending.clear();
+  if (d.pending.capacity() > kept_pending) std::string().swap(d.pending);
+  co_return ec;
+}
+
+/// One read from the client: plain sockets read into the worker's shared buffer only once
+/// readable (a waiting tunnel holds no buffer), TLS into the tunnel's own.
+task<std::pair<error_code, std::span<const std::uint8_t>>> read_client(tunnel& t) {
+  client_stream& s = t.watch.stream;
+  if (s.tls()) {
+    if (!t.tls_in) t.tls_in = std::make_unique<std::array<char, 16 * 1024>>();
+    auto [ec, n] = co_await s.tls_read_some(asio::buffer(*t.tls_in));
+    co_return std::pair{ec, std::span(reinterpret_cast<const std::uint8_t*>(t.tls_in->data()), n)};
+  }
+  auto& buffer = t.w.relay_buffer();
+  for (;;) {
+    error_code ec;
+    const std::size_t n = s.socket().read_some(asio::buffer(buffer), ec);
+    if (ec != asio::error::would_block && ec != asio::error::try_again) {
+      co_return std::pair{ec, std::span(reinterpret_cast<const std::uint8_t*>(buffer.data()), n)};
+    }
+    std::tie(ec) = co_await s.socket().async_wait(tcp::socket::wait_read, use_tuple);
+    if (ec) co_return std::pair{ec, std::span<const std::uint8_t>()};
+  }
+}
+
+/// One read from the upstream, into the worker's shared buffer once readable.
+task<std::pair<error_code, std::span<const std::uint8_t>>> read_upstream(tunnel& t) {
+  auto& buffer = t.w.relay_buffer();
+  for (;;) {
+    error_code ec;
+    const std::size_t n = t.up->socket.read_some(asio::buffer(buffer), ec);
+    if (ec != asio::error::would_block && ec != asio::error::try_again) {
+      co_return std::pair{ec, std::span(reinterpret_cast<const std::uint8_t*>(buffer.data()), n)};
+    }
+    std::tie(ec) = co_await t.up->socket.async_wait(tcp::socket::wait_read, use_tuple);
+    if (ec) co_return std::pair{ec, std::span<const std::uint8_t>()};
+  }
+}
+
+/// Sends the gateway's close frame `d` owes its receiver, if the gateway is closing and the
+/// receiver is between frames.
+template <class Out>
+task<error_code> send_own_close(tunnel& t, direction& d, Out& out, bool to_upstream) {
+  if (t.own_code == 0 || d.close_sent || !d.between_frames()) co_return error_code{};
+  own_close(t, d, to_upstream);
+  co_return co_await deliver(t, d, out);
+}
+
+/// Ends the sending side of `out` (FIN): the receiver learns its peer is done.
+void shutdown_send(tcp_socket& s) {
+  error_code ignored;
+  s.shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+/// Client -> upstream, until the client's stream ends.
+task<void> pump_from_client(tunnel& t) {
+  direction& d = t.from_client;
+  tcp_socket& out = t.up->socket;
+  for (;;) {
+    if (co_await send_own_close(t, d, out, true)) break;
+    auto [ec, bytes] = co_await read_client(t);
+    if (ec == asio::error::operation_aborted && t.watch.client.is_open()) continue;  // woken
+    if (ec || bytes.empty()) break;
+    t.active();
+    take_bytes(t, d, true, bytes.data(), bytes.size());
+    if (!d.pieces.empty() && co_await deliver(t, d, out)) break;
+    // The gateway's close answered by the client, and its own sent: the server side ends the
+    // TCP connection (RFC 6455 §7.1.1).
+    if (d.close_seen && t.from_upstream.close_sent) shutdown_send(t.watch.client);
+  }
+  d.ended = true;
+  t.count_close(closer::client, ws::abnormal);
+  shutdown_send(out);
+  t.ending();
+}
+
+/// Upstream -> client, until the upstream's stream ends.
+task<void> pump_from_upstream(tunnel& t) {
+  direction& d = t.from_upstream;
+  client_stream& out = t.watch.stream;
+  for (;;) {
+    if (co_await send_own_close(t, d, out, false)) break;
+    auto [ec, bytes] = co_await read_upstream(t);
+    if (ec == asio::error::operation_aborted && t.up->socket.is_open()) continue;  // woken
+    if (ec || bytes.empty()) break;
+    t.active();
+    take_bytes(t, d, false, bytes.data(), bytes.size());
+    if (!d.pieces.empty() && co_await deliver(t, d, out)) break;
+  }
+  d.ended = true;
+  t.count_close(closer::upstream, ws::abnormal);
+  shutdown_send(t.watch.client);
+  t.ending();
+}
+
+}  // namespace
+
+task<void> run_tunnel(worker& w, deadline_watch& watch, tunnel_setup setup) {
+  tunnel t(w, watch, setup);
+  w.counters.ws_opened[t.metric].add();
+  w.tunnels.push(t);
+  watch.on_due = &tunnel::due;
+  watch.due_context = &t;
+  t.active();
+  // However this ends: out of the list, no more deadline calls, counted closed.
+  struct leave {
+    tunnel& t;
+    ~leave() {
+      t.watch.on_due = nullptr;
+      t.watch.due_context = nullptr;
+      t.w.tunnels.erase(t);
+      t.w.counters.ws_closed[t.metric].add();
+    }
+  } const leaving{t};
+  // Bytes that came with the handshake go first, each to its receiver.
+  if (!setup.from_client.empty()) {
+    take_bytes(t, t.from_client, true, reinterpret_cast<const std::uint8_t*>(setup.from_client.data()),
+               setup.from_client.size());
+    if (!t.from_client.pieces.empty() && co_await deliver(t, t.from_client, t.up->socket)) t.drop();
+  }
+  if (!setup.from_upstream.empty()) {
+    take_bytes(t, t.from_upstream, false,
+               reinterpret_cast<const std::uint8_t*>(setup.from_upstream.data()),
+               setup.from_upstream.size());
+    if (!t.from_upstream.pieces.empty() && co_await deliver(t, t.from_upstream, watch.stream)) {
+      t.drop();
+    }
+  }
+  // The upstream's side runs beside this one; the frame of this coroutine owns the tunnel and
+  // outlives it (it waits for it below).
+  asio::co_spawn(w.io, pump_from_upstream(t), [&t](std::exception_ptr) {
+    t.upstream_pump_done = true;
+    t.joined.cancel();
+  });
+  co_await pump_from_client(t);
+  while (!t.upstream_pump_done) {
+    t.joined.expires_at(timer::time_point::max());
+    co_await t.joined.async_wait(use_tuple);
+  }
+}
+
+}  // namespace tollgate::net

@@ -1,0 +1,128 @@
+#pragma once
+/// WebSocket frames as the gateway's relay sees them (RFC 6455 §5): their headers parsed, the
+/// client's messages judged against the category's message limits (DESIGN §6), and the close
+/// frames the gateway sends itself. Payloads are never copied or unmasked here: the relay
+/// forwards frames verbatim and only needs to know where each one starts and what it is.
+/// No I/O, no Asio: the relay in net/ feeds bytes in, tests and the fuzzer feed strings.
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "gateway/config/policy.hpp"
+#include "gateway/core/clock.hpp"
+#include "gateway/limit/gcra.hpp"
+
+namespace tollgate::policy::ws {
+
+/// Frame opcodes (RFC 6455 §5.2).
+enum opcode : std::uint8_t {
+  continuation = 0x0,
+  text = 0x1,
+  binary = 0x2,
+  close = 0x8,
+  ping = 0x9,
+  pong = 0xA
+};
+
+/// Close codes the gateway sends (RFC 6455 §7.4.1).
+inline constexpr std::uint16_t going_away = 1001;      ///< lifetime, idle, drain
+inline constexpr std::uint16_t protocol_error = 1002;  ///< a malformed frame from the client
+inline constexpr std::uint16_t policy_violation = 1008;  ///< over the message limit (close)
+inline constexpr std::uint16_t message_too_big = 1009;   ///< over max_message_size
+/// The code a connection that ended without a close frame is counted under (never sent).
+inline constexpr std::uint16_t abnormal = 1006;
+
+/// Most bytes of a frame header: 2, a 64-bit length, a mask.
+inline constexpr std::size_t max_header = 14;
+
+/// One frame's header.
+struct frame_header {
+  bool fin = false;         ///< the last frame of its message
+  std::uint8_t rsv = 0;     ///< RSV1..3 as bits 0x4, 0x2, 0x1 (extensions)
+  std::uint8_t op = 0;      ///< opcode
+  bool masked = false;      ///< the payload is masked (every client frame must be)
+  std::uint64_t length = 0; ///< payload bytes
+  std::uint8_t size = 0;    ///< header bytes: 2 to 14
+  std::array<std::uint8_t, 4> mask{};  ///< masking key, when masked
+  /// Whether the length was written in more bytes than needed, or the 64-bit form has its top
+  /// bit set: both forbidden by §5.2.
+  bool bad_length = false;
+
+  /// Whether this is a control frame (close, ping, pong and the reserved 0xB-0xF).
+  bool control() const noexcept { return op >= 0x8; }
+};
+
+/// Parses the frame header at the start of `bytes`. False when `bytes` holds less than the
+/// whole header (more is needed); then `h` is unspecified.
+bool parse_frame_header(std::span<const std::uint8_t> bytes, frame_header& h) noexcept;
+
+/// A close frame with `code` and `reason` (at most 123 bytes; cut there), appended to `out`:
+/// masked with `mask` when sent to the upstream (as a client), unmasked to the client.
+void append_close_frame(std::string& out, std::uint16_t code, std::string_view reason,
+                        const std::array<std::uint8_t, 4>* mask);
+
+/// A category's message limits, compiled (DESIGN §6).
+struct message_limits {
+  std::uint64_t max_message_size = 1 << 20;  ///< larger messages close the connection (1009)
+  limit::gcra_params rate;                   ///< per connection; burst 0: no message limit
+  bool per_kib = false;                      ///< cost ceil(bytes/1024), else 1 per message
+  bool drop = false;                         ///< over the limit: dropped, else close 1008
+};
+
+/// The compiled form of `c`.
+message_limits compile_limits(const config::websocket_config& c) noexcept;
+
+/// What the relay does with a frame from the client.
+enum class frame_action : std::uint8_t {
+  forward,  ///< relay it upstream
+  drop,     ///< discard it (and it is counted): its message is over the limit, mode drop
+  close     ///< relay nothing more; close the connection with `verdict::code`
+};
+
+/// The judgement of one client frame.
+struct frame_verdict {
+  frame_action action = frame_action::forward;
+  std::uint16_t code = 0;  ///< the close code, for action close
+  /// This frame starts a data message (counted once per message, however it is fragmented).
+  bool message_start = false;
+  /// This frame's message was found over the message limit (close or drop; counted once).
+  bool limited = false;
+};
+
+/// The state of one connection's messages from the client: which message is open, its bytes
+/// so far, and the GCRA state of the connection's message limit.
+/// Thread safety: none; one connection's.
+class client_meter {
+ public:
+  /// A meter under `limits`; `extensions` when the handshake negotiated an extension (then
+  /// data frames may set RSV bits, as permessage-deflate's RSV1).
+  client_meter(const message_limits& limits, bool extensions) noexcept
+      : limits_(limits), extensions_(extensions) {}
+
+  /// Judges the frame with header `h`, arriving at `now`. A fragmented message is judged on
+  /// its first frame (cost: one message, or the KiB that frame carries); later fragments of an
+  /// admitted message are charged their further KiB without a check (the next message pays),
+  /// those of a dropped message are dropped. Control frames are never counted. Malformed
+  /// frames (unmasked, reserved opcodes or bits, control frames fragmented or over 125 bytes,
+  /// a continuation with no message open or a new message inside one) close with 1002.
+  frame_verdict judge(const frame_header& h, core::nanos now) noexcept;
+
+  /// Whether a fragmented message is open (more frames of it to come).
+  bool in_message() const noexcept { return in_message_; }
+
+ private:
+  /// Charges `cost` without a check (fragments of an admitted message).
+  void charge(std::uint64_t cost, core::nanos now) noexcept;
+
+  message_limits limits_;         ///< the category's, when the connection opened
+  bool extensions_;               ///< RSV bits allowed on data frames
+  bool in_message_ = false;       ///< a data message has begun and not ended
+  bool dropping_ = false;         ///< the open message is being dropped
+  std::uint64_t message_bytes_ = 0;  ///< payload bytes of the open message so far
+  core::nanos tat_ = 0;           ///< GCRA state of the message limit
+};
+
+}  // namespace tollgate::policy::ws
