@@ -23,5 +23,6 @@ Tollgate is starting on port 8080; metrics and health on 127.0.0.1:9090. Try:
   curl -s -o /dev/null 'localhost:8080/api/profiles/x?violation=rejected'   # the API flags you
   curl -i localhost:8080/api/profiles/x                       # now 428 + a challenge; README.md
                                                               # "Proof of work" shows the rest
+  python3 -m websockets ws://localhost:8080/ws/bus            # WebSocket: type a line, it echoes
 MSG
 build/tollgate --config config/gateway.yaml

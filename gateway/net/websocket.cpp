@@ -46,27 +46,24 @@ constexpr std::size_t kept_pending = 4096;
 /// One direction of a tunnel: where its bytes are in the frame they belong to, and what it
 /// owes its receiver.
 struct direction {
-  std::uint64_t payload_left = 0;  ///< bytes of the current frame's payload still to come
-  ws::frame_action action = ws::frame_action::forward;  ///< what becomes of them
+  ws::frame_splitter frames;  ///< the sender's stream, frame by frame
+  ws::frame_action action = ws::frame_action::forward;  ///< what becomes of the current frame
   /// The current frame is a close frame: its first two payload bytes (the code) are read.
   bool reading_close = false;
-  std::uint8_t code_bytes = 0;          ///< of the code read so far
-  std::array<std::uint8_t, 2> code{};   ///< the close code as sent (masked for client frames)
-  std::array<std::uint8_t, 4> mask{};   ///< the current frame's mask (client frames)
-  std::array<std::uint8_t, ws::max_header> carry{};     ///< a header split across reads
-  std::uint8_t carried = 0;                             ///< its bytes so far
-  std::array<std::uint8_t, ws::max_header> head_out{};  ///< that header, once whole, as sent
+  std::uint8_t code_bytes = 0;         ///< of the code read so far
+  std::array<std::uint8_t, 2> code{};  ///< the close code, unmasked
+  std::array<std::uint8_t, 4> mask{};  ///< the current frame's mask (client frames)
   std::vector<asio::const_buffer> pieces;  ///< what one read gives the receiver
   std::string pending;  ///< bytes a write that could not complete at once still owes
   std::string own;      ///< a close frame of the gateway's own, sent this way
   bool close_sent = false;  ///< a close frame went this way (relayed or the gateway's)
-  bool close_seen = false;  ///< a close frame came from this direction's sender
-  bool ended = false;       ///< its sender's stream ended (or failed)
+  bool close_seen = false;  ///< the sender answered a close
+  bool own_sent = false;    ///< the close that went this way was the gateway's
 
   /// Whether a frame of the gateway's own may be sent now: the receiver is not inside a
   /// frame relayed to it.
   bool between_frames() const noexcept {
-    return payload_left == 0 || action != ws::frame_action::forward;
+    return frames.payload_left() == 0 || action != ws::frame_action::forward;
   }
   /// Adds `n` bytes at `p` to what the receiver gets, joined to the last piece when adjacent.
   void emit(const void* p, std::size_t n) {
@@ -146,14 +143,17 @@ struct tunnel final : tunnel_list::member {
   /// its receiver is between frames (the pumps are woken for it), and the peers have
   /// close_timeout to answer.
   void close_with(std::uint16_t code) override {
-    if (own_code != 0 || (from_client.close_sent && from_upstream.close_sent)) return;
+    if (own_code != 0) return;
+    close_end = std::min(close_end, clock::now() + close_timeout);
+    rearm();
+    // A close handshake under way already (the client's or the upstream's) needs no other.
+    if (from_client.close_sent || from_upstream.close_sent) return;
     own_code = code;
     count_close(closer::gateway, code);
-    close_end = clock::now() + close_timeout;
-    rearm();
+    // The pump towards the upstream sends the close as soon as it can; a read it waits on
+    // is cancelled (no system call) to wake it.
     error_code ignored;
     watch.client.cancel(ignored);
-    up->socket.cancel(ignored);
   }
   /// The deadline came: idle or lifetime over (close 1001), or a peer too slow (dropped).
   static void due(void* self) {
@@ -171,6 +171,20 @@ struct tunnel final : tunnel_list::member {
   }
 };
 
+/// Adds the gateway's close frame to what `d`'s receiver gets, if the gateway is closing and
+/// none went that way yet. Call only between frames.
+void own_close(tunnel& t, direction& d, bool to_upstream) {
+  if (t.own_code == 0 || d.close_sent) return;
+  d.close_sent = true;
+  d.own_sent = true;
+  d.own.clear();
+  // A client's frames are masked (RFC 6455 §5.3); the key needs no secrecy here: the
+  // upstream is not a browser's peer that a crafted payload could confuse.
+  const std::array<std::uint8_t, 4> mask = {0x37, 0xfa, 0x21, 0x3d};
+  ws::append_close_frame(d.own, t.own_code, "", to_upstream ? &mask : nullptr);
+  d.emit(d.own.data(), d.own.size());
+}
+
 /// The close code in a close frame's first payload bytes, as far as they were read.
 std::uint16_t close_code_of(const direction& d) noexcept {
   if (d.code_bytes < 2) return 1005;  // a close frame without a code
@@ -184,21 +198,32 @@ std::uint16_t close_code_of(const direction& d) noexcept {
 ws::frame_action on_header(tunnel& t, direction& d, bool from_client, const ws::frame_header& h) {
   auto& counters = t.w.counters;
   ws::frame_action action = ws::frame_action::forward;
-  if (t.own_code != 0) {
-    // The gateway is closing: nothing more is relayed; a close frame from the sender is
-    // its answer.
+  if (from_client) {
+    if (t.own_code != 0) {
+      // The gateway has closed towards the upstream: nothing more goes there, and a close
+      // frame from the client is its answer.
+      action = ws::frame_action::drop;
+    } else {
+      const ws::frame_verdict v = t.meter.judge(h, t.w.shared.clock.now());
+      if (v.limited) {
+        counters.ws_limited[t.metric][v.action == ws::frame_action::drop ? 1 : 0].add();
+      }
+      if (v.action == ws::frame_action::close) {
+        t.close_with(v.code);
+        return d.action = ws::frame_action::drop;
+      }
+      action = v.action;
+      if (v.message_start && action == ws::frame_action::forward) {
+        counters.ws_messages[t.metric][0].add();
+      }
+    }
+  } else if (d.close_sent) {
+    action = ws::frame_action::drop;  // nothing may follow a close frame (RFC 6455 §5.5.1)
+  } else if (h.op == ws::close && t.from_client.own_sent) {
+    // The upstream's answer to the gateway's close: the client gets the gateway's close in
+    // its place, after everything the upstream sent before it.
+    own_close(t, d, false);
     action = ws::frame_action::drop;
-  } else if (from_client) {
-    const ws::frame_verdict v = t.meter.judge(h, t.w.shared.clock.now());
-    if (v.limited) {
-      counters.ws_limited[t.metric][v.action == ws::frame_action::drop ? 1 : 0].add();
-    }
-    if (v.action == ws::frame_action::close) {
-      t.close_with(v.code);
-      return ws::frame_action::drop;
-    }
-    action = v.action;
-    if (v.message_start && action == ws::frame_action::forward) counters.ws_messages[t.metric][0].add();
   } else if (!h.control() && h.op != ws::continuation) {
     counters.ws_messages[t.metric][1].add();
   }
@@ -209,84 +234,45 @@ ws::frame_action on_header(tunnel& t, direction& d, bool from_client, const ws::
     if (action == ws::frame_action::forward) {
       d.close_sent = true;
     } else {
-      d.close_seen = true;  // the answer to the gateway's close
+      d.close_seen = true;
     }
   }
   d.action = action;
-  d.payload_left = h.length;
   return action;
 }
 
-/// Adds the gateway's close frame to what `d`'s receiver gets, if the gateway is closing and
-/// none went that way yet. Call only between frames.
-void own_close(tunnel& t, direction& d, bool to_upstream) {
-  if (t.own_code == 0 || d.close_sent) return;
-  d.close_sent = true;
-  d.own.clear();
-  // A client's frames are masked (RFC 6455 §5.3); the key needs no secrecy here: the
-  // upstream is not a browser's peer that a crafted payload could confuse.
-  const std::array<std::uint8_t, 4> mask = {0x37, 0xfa, 0x21, 0x3d};
-  ws::append_close_frame(d.own, t.own_code, "", to_upstream ? &mask : nullptr);
-  d.emit(d.own.data(), d.own.size());
-}
 
 /// Walks the frames in `n` bytes at `p` from one side, collecting in `d.pieces` what its
 /// receiver gets.
 void take_bytes(tunnel& t, direction& d, bool from_client, const std::uint8_t* p, std::size_t n) {
-  std::size_t pos = 0;
-  while (pos < n) {
-    if (d.payload_left > 0) {
-      const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(d.payload_left, n - pos));
-      if (d.reading_close) {
-        for (std::size_t i = 0; i < take && d.code_bytes < 2; ++i, ++d.code_bytes) {
-          // Client frames are masked; the code is the first two bytes, mask offsets 0 and 1.
-          d.code[d.code_bytes] = p[pos + i] ^ (from_client ? d.mask[d.code_bytes] : 0);
-        }
-      }
-      if (d.action == ws::frame_action::forward) d.emit(p + pos, take);
-      pos += take;
-      d.payload_left -= take;
-      if (d.payload_left == 0 && d.reading_close) {
-        d.reading_close = false;
-        t.count_close(from_client ? closer::client : closer::upstream, close_code_of(d));
-      }
-      continue;
-    }
-    ws::frame_header h;
-    const std::uint8_t* head = nullptr;
-    if (d.carried > 0) {
-      const std::size_t add = std::min<std::size_t>(ws::max_header - d.carried, n - pos);
-      std::memcpy(d.carry.data() + d.carried, p + pos, add);
-      if (!ws::parse_frame_header(std::span(d.carry.data(), d.carried + add), h)) {
-        d.carried = static_cast<std::uint8_t>(d.carried + add);
-        pos += add;
-        continue;  // all of it taken: the header goes on in the next read
-      }
-      pos += h.size - d.carried;
-      d.carried = 0;
-      std::memcpy(d.head_out.data(), d.carry.data(), h.size);
-      head = d.head_out.data();
-    } else {
-      if (!ws::parse_frame_header(std::span(p + pos, n - pos), h)) {
-        std::memcpy(d.carry.data(), p + pos, n - pos);
-        d.carried = static_cast<std::uint8_t>(n - pos);
-        pos = n;
-        continue;
-      }
-      head = p + pos;
-      pos += h.size;
-    }
-    // The gateway's close goes out first, while this receiver is between frames; when the
-    // meter closes on this very frame, the close frame goes instead of it.
-    own_close(t, d, from_client);
+  const closer by = from_client ? closer::client : closer::upstream;
+  auto header = [&](const ws::frame_header& h, std::span<const std::uint8_t> head) {
+    // The gateway's close goes to the upstream first, while it is between frames; when the
+    // meter closes on this very frame, the close frame goes instead of it. The client gets
+    // the gateway's close once the upstream has answered it (on_header).
+    if (from_client) own_close(t, d, true);
     const auto action = on_header(t, d, from_client, h);
-    own_close(t, d, from_client);
-    if (action == ws::frame_action::forward) d.emit(head, h.size);
+    if (from_client) own_close(t, d, true);
+    if (action == ws::frame_action::forward) d.emit(head.data(), head.size());
     if (h.length == 0 && h.op == ws::close) {
       d.reading_close = false;
-      t.count_close(from_client ? closer::client : closer::upstream, 1005);
+      t.count_close(by, 1005);  // a close frame without a code
     }
-  }
+  };
+  auto payload = [&](std::span<const std::uint8_t> piece, bool end) {
+    if (d.reading_close) {
+      for (std::size_t i = 0; i < piece.size() && d.code_bytes < 2; ++i, ++d.code_bytes) {
+        // Client frames are masked; the code is the first two bytes, mask offsets 0 and 1.
+        d.code[d.code_bytes] = piece[i] ^ (from_client ? d.mask[d.code_bytes] : 0);
+      }
+      if (end) {
+        d.reading_close = false;
+        t.count_close(by, close_code_of(d));
+      }
+    }
+    if (d.action == ws::frame_action::forward) d.emit(piece.data(), piece.size());
+  };
+  d.frames.feed(std::span(p, n), header, payload);
 }
 
 /// Sends what `d.pieces` holds to `out`: at once as far as the socket takes it, the rest
@@ -391,9 +377,10 @@ task<void> pump_from_client(tunnel& t) {
     if (!d.pieces.empty() && co_await deliver(t, d, out)) break;
     // The gateway's close answered by the client, and its own sent: the server side ends the
     // TCP connection (RFC 6455 §7.1.1).
-    if (d.close_seen && t.from_upstream.close_sent) shutdown_send(t.watch.client);
+    if (d.close_seen && t.from_upstream.close_sent && t.from_upstream.pending.empty()) {
+      shutdown_send(t.watch.client);
+    }
   }
-  d.ended = true;
   t.count_close(closer::client, ws::abnormal);
   shutdown_send(out);
   t.ending();
@@ -404,15 +391,16 @@ task<void> pump_from_upstream(tunnel& t) {
   direction& d = t.from_upstream;
   client_stream& out = t.watch.stream;
   for (;;) {
-    if (co_await send_own_close(t, d, out, false)) break;
     auto [ec, bytes] = co_await read_upstream(t);
-    if (ec == asio::error::operation_aborted && t.up->socket.is_open()) continue;  // woken
-    if (ec || bytes.empty()) break;
+    if (ec || bytes.empty()) {
+      // The upstream went without answering the gateway's close: the client still gets it.
+      if (t.from_client.own_sent && !ec) co_await send_own_close(t, d, out, false);
+      break;
+    }
     t.active();
     take_bytes(t, d, false, bytes.data(), bytes.size());
     if (!d.pieces.empty() && co_await deliver(t, d, out)) break;
   }
-  d.ended = true;
   t.count_close(closer::upstream, ws::abnormal);
   shutdown_send(t.watch.client);
   t.ending();

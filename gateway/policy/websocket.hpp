@@ -5,6 +5,7 @@
 /// forwards frames verbatim and only needs to know where each one starts and what it is.
 /// No I/O, no Asio: the relay in net/ feeds bytes in, tests and the fuzzer feed strings.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <span>
@@ -58,6 +59,63 @@ struct frame_header {
 /// Parses the frame header at the start of `bytes`. False when `bytes` holds less than the
 /// whole header (more is needed); then `h` is unspecified.
 bool parse_frame_header(std::span<const std::uint8_t> bytes, frame_header& h) noexcept;
+
+/// Cuts a stream of frames into headers and payload pieces, however reads split it: a header
+/// split across reads is carried (at most 14 bytes) until it is whole.
+/// Thread safety: none; one direction of one connection.
+class frame_splitter {
+ public:
+  /// Walks `bytes`, the next bytes of the stream: calls `on_header(h, head)` for each whole
+  /// frame header (`head`: its bytes, valid until the next feed) and `on_payload(piece, end)`
+  /// for each piece of a payload (`end`: the frame's last bytes; not called for an empty
+  /// payload).
+  template <class OnHeader, class OnPayload>
+  void feed(std::span<const std::uint8_t> bytes, OnHeader&& on_header, OnPayload&& on_payload) {
+    const std::uint8_t* p = bytes.data();
+    const std::size_t n = bytes.size();
+    std::size_t pos = 0;
+    while (pos < n) {
+      if (payload_left_ > 0) {
+        const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(payload_left_, n - pos));
+        payload_left_ -= take;
+        on_payload(std::span(p + pos, take), payload_left_ == 0);
+        pos += take;
+        continue;
+      }
+      frame_header h;
+      const std::uint8_t* head = nullptr;
+      if (carried_ > 0) {
+        const std::size_t add = std::min<std::size_t>(max_header - carried_, n - pos);
+        std::copy_n(p + pos, add, carry_.data() + carried_);
+        if (!parse_frame_header(std::span(carry_.data(), carried_ + add), h)) {
+          carried_ = static_cast<std::uint8_t>(carried_ + add);
+          return;  // every byte taken: the header goes on in the next feed
+        }
+        pos += h.size - carried_;
+        carried_ = 0;
+        head = carry_.data();
+      } else if (!parse_frame_header(std::span(p + pos, n - pos), h)) {
+        std::copy_n(p + pos, n - pos, carry_.data());
+        carried_ = static_cast<std::uint8_t>(n - pos);
+        return;
+      } else {
+        head = p + pos;
+        pos += h.size;
+      }
+      payload_left_ = h.length;
+      on_header(h, std::span(head, h.size));
+    }
+  }
+  /// Payload bytes of the current frame still to come (0: between frames).
+  std::uint64_t payload_left() const noexcept { return payload_left_; }
+  /// Bytes of a header carried to the next feed.
+  std::size_t carried() const noexcept { return carried_; }
+
+ private:
+  std::uint64_t payload_left_ = 0;             ///< see payload_left
+  std::array<std::uint8_t, max_header> carry_{};  ///< a header split across feeds
+  std::uint8_t carried_ = 0;                   ///< its bytes so far
+};
 
 /// A close frame with `code` and `reason` (at most 123 bytes; cut there), appended to `out`:
 /// masked with `mask` when sent to the upstream (as a client), unmasked to the client.

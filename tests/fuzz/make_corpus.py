@@ -221,6 +221,43 @@ def http_heads():
         write("fuzz_http_heads", name, data)
 
 
+def ws_frames():
+    # options byte (max size 1 + (o&3)*700, o&4 message limit 3/s burst 3, o&8 drop,
+    # o&16 per_kib, o&32 extensions, o&64 masked close frame), read-size seed, then frames.
+    def frame(op, payload, fin=True, mask=b"\x01\x02\x03\x04", rsv=0, form=None):
+        n = len(payload)
+        head = bytes([(0x80 if fin else 0) | rsv << 4 | op])
+        m = 0x80 if mask else 0
+        if form == 64 or (form is None and n > 0xFFFF):
+            head += bytes([m | 127]) + struct.pack(">Q", n)
+        elif form == 16 or (form is None and n >= 126):
+            head += bytes([m | 126]) + struct.pack(">H", n)
+        else:
+            head += bytes([m | n])
+        if mask:
+            head += mask
+            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        return head + payload
+
+    seeds = {
+        "text": (3, 7, frame(1, b"hello")),
+        "fragmented": (7, 3, frame(1, b"ab", fin=False) + frame(9, b"p") + frame(0, b"cd")),
+        "burst": (4, 1, b"".join(frame(2, b"x") for _ in range(5))),
+        "drop": (4 | 8, 5, b"".join(frame(1, b"m", fin=False) + frame(0, b"n") for _ in range(5))),
+        "per_kib": (3 | 4 | 16, 9, frame(2, b"k" * 1500) + frame(2, b"")),
+        "sizes": (1, 11, frame(2, b"s" * 701) + frame(2, b"s" * 702)),
+        "form16": (3, 2, frame(2, b"y" * 200)),
+        "form64": (3, 2, frame(2, b"z" * 10, form=64)),
+        "unmasked": (3, 4, frame(1, b"plain", mask=None)),
+        "deflate": (3 | 32, 6, frame(1, b"\x00\x01", rsv=4)),
+        "close": (3 | 64, 13, frame(8, b"\x03\xe8bye")),
+        "ping126": (3, 8, frame(9, b"p" * 126)),
+        "continuation_first": (3, 10, frame(0, b"c")),
+    }
+    for name, (options, seed, data) in seeds.items():
+        write("fuzz_ws_frames", name, bytes([options, seed]) + data)
+
+
 if __name__ == "__main__":
     router()
     proxy_header()
@@ -228,3 +265,4 @@ if __name__ == "__main__":
     challenge()
     config()
     http_heads()
+    ws_frames()
