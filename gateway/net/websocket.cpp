@@ -117,9 +117,9 @@ struct tunnel final : tunnel_list::member {
   void rearm() noexcept {
     watch.at = std::min({idle_end, lifetime_end, write_end, close_end});
   }
-  /// Traffic came: the idle deadline moves.
+  /// Traffic came: the idle deadline moves (unless the tunnel is closing already).
   void active() noexcept {
-    idle_end = clock::now() + idle;
+    if (idle_end != clock::time_point::max()) idle_end = clock::now() + idle;
     rearm();
   }
   /// Counts the end of the tunnel once: the first close frame's code and sender.
@@ -164,8 +164,9 @@ struct tunnel final : tunnel_list::member {
       return;
     }
     if (now >= t.idle_end || now >= t.lifetime_end) {
+      // Closing from now on: only the close's own deadline (and a blocked write's) remain.
+      t.idle_end = t.lifetime_end = clock::time_point::max();
       t.close_with(ws::going_away);
-      return;
     }
     t.rearm();
   }
