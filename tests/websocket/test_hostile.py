@@ -136,6 +136,16 @@ class Hostile(h.Case):
         head = bytes([0x82, 0xFF]) + struct.pack(">Q", (1 << 63) | 5) + os.urandom(4)
         await self.expect_protocol_error(head + b"xxxxx")
 
+    async def test_a_frame_announcing_a_terabyte_closes_1009_at_once(self):
+        raw = await self.open_raw()
+        try:
+            await raw.send(bytes([0x82, 0xFF]) + struct.pack(">Q", 1 << 40) + os.urandom(4) + b"abc")
+            self.assertEqual(await raw.close_code(timeout=2), 1009)  # not after 1 TiB
+            self.assertTrue(await raw.eof())
+        finally:
+            raw.abort()
+        await self.fresh_connection_works()
+
     async def test_non_minimal_length_closes_1002(self):
         # 5 bytes written in the 16-bit form (RFC 6455 §5.2: the minimal number of bytes).
         await self.expect_protocol_error(bytes([0x81, 0xFE]) + struct.pack(">H", 5) + bytes(4) + b"short")

@@ -3,7 +3,11 @@ drop), connections per address (429), their release when clients vanish, max_lif
 idle_timeout. One gateway and one echo for the module; every case its own client address."""
 
 import asyncio
+import base64
 import json
+import os
+import socket
+import struct
 import time
 
 import harness as h
@@ -268,6 +272,53 @@ class Limits(h.Case):
         # The upstream's side of the vanished ones was closed too.
         await self.quiet()
 
+    async def test_concurrent_upgrades_never_exceed_the_cap(self):
+        # 24 upgrades from one address at once, over both workers: exactly 10 open.
+        await self.quiet()
+        address = h.new_client_address()
+        results = await asyncio.gather(*(self.connect("/ws/race", xff=address) for _ in range(24)),
+                                       return_exceptions=True)
+        opened = [r for r in results if not isinstance(r, BaseException)]
+        refused = [r for r in results if isinstance(r, websockets.InvalidStatusCode)]
+        try:
+            self.assertEqual(len(opened), 10, results)
+            self.assertEqual(len(refused), 14, results)
+            self.assertTrue(all(r.status_code == 429 for r in refused))
+            self.assertEqual(self.echo.stats()["ws_open"], 10)
+        finally:
+            await asyncio.gather(*(ws.close() for ws in opened), return_exceptions=True)
+
+    async def test_handshakes_abandoned_midway_release_everything(self):
+        # Clients that send the upgrade and reset at once, before (or while) the 101 comes:
+        # their places, their upstream connections and the pool must not suffer.
+        address = h.new_client_address()
+        for i in range(30):
+            s = socket.create_connection(("127.0.0.1", self.gw.port))
+            key = base64.b64encode(os.urandom(16)).decode()
+            s.sendall((f"GET /ws/abandoned HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                       f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                       f"Sec-WebSocket-Version: 13\r\nX-Forwarded-For: {address}\r\n\r\n").encode())
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
+            if i % 3 == 1:
+                await asyncio.sleep(0.002)
+            s.close()
+        self.assertTrue(await h.wait_until(lambda: self.echo.stats()["ws_open"] == 0),
+                        "upstream sides of abandoned upgrades stayed open")
+        self.assertTrue(await h.wait_until(
+            lambda: self.gw.metrics().get("tollgate_websocket_connections", category="websocket") == 0))
+        conns = [await self.connect("/ws/after", xff=address) for _ in range(10)]
+        try:
+            for i, ws in enumerate(conns):
+                await ws.send(f"a{i}")
+                self.assertEqual(await ws.recv(), f"a{i}")
+        finally:
+            await asyncio.gather(*(ws.close() for ws in conns), return_exceptions=True)
+        for i in range(5):  # plain requests still get good upstream connections
+            status, _, body = h.http_request(self.gw.port, f"GET /plain?{i} HTTP/1.1\r\nHost: x\r\n"
+                                             f"Connection: close\r\n\r\n")
+            self.assertEqual(status, 200, body)
+            self.assertEqual(json.loads(body)["target"], f"/plain?{i}")
+
     # --- lifetime and idleness -----------------------------------------------------------
 
     async def test_max_lifetime_closes_1001_even_with_traffic(self):
@@ -314,6 +365,23 @@ class Limits(h.Case):
         finally:
             await idle.close()
             await busy.close()
+
+    async def test_a_client_that_stops_reading_is_dropped_after_idle_timeout(self):
+        # README: "a write the peer does not take for this long drops the connection".
+        raw = await h.RawWs.open(self.gw.port, "/ws/idle/slow", rcvbuf=8192,
+                                 headers={"X-Forwarded-For": h.new_client_address()})
+        try:
+            self.assertEqual(raw.status, 101)
+            start = time.monotonic()
+            await raw.push_until_blocked()  # 1 s of it
+            gone = await h.wait_until(
+                lambda: self.gw.metrics().get("tollgate_websocket_connections", category="ws_idle") == 0,
+                timeout=3)
+            self.assertTrue(gone, "a tunnel stuck on a client that does not read stayed")
+            self.assertLess(time.monotonic() - start, 3.5)
+            self.assertTrue(await h.wait_until(lambda: self.echo.stats()["ws_open"] == 0))
+        finally:
+            raw.abort()
 
 
 if __name__ == "__main__":

@@ -88,7 +88,15 @@ class Relay(h.Case):
             self.assertEqual(hd["RateLimit"], '"ipv4_individual.short";r=999;t=1')
             self.assertEqual(hd["Upgrade"].lower(), "websocket")
 
+    def messages_counted(self, m0):
+        """(from_client, from_upstream) messages of category websocket since `m0`."""
+        m1 = self.gw.metrics()
+        return tuple(m1.value("tollgate_websocket_messages_total", category="websocket", direction=d)
+                     - m0.value("tollgate_websocket_messages_total", category="websocket", direction=d)
+                     for d in ("from_client", "from_upstream"))
+
     async def test_fragmented_message_arrives_whole(self):
+        m0 = self.gw.metrics()
         for compression in (None, "deflate"):
             with self.subTest(compression=compression):
                 async with self.connect(compression=compression) as ws:
@@ -101,11 +109,14 @@ class Relay(h.Case):
                     await asyncio.wait_for(await ws.ping(b"between"), 3)
                     await ws.send("after")
                     self.assertEqual(await ws.recv(), "after")
+        # A fragmented message counts once, however many frames it came in.
+        self.assertEqual(self.messages_counted(m0), (6, 6))
 
     async def test_70000_byte_message(self):
         # Over 65535: the 64-bit length form, both ways; random bytes do not compress either.
         data = os.urandom(70000)
         text = "".join(random.choice("abcdefghij") for _ in range(70000))
+        m0 = self.gw.metrics()
         for compression in (None, "deflate"):
             with self.subTest(compression=compression):
                 async with self.connect(compression=compression) as ws:
@@ -113,6 +124,8 @@ class Relay(h.Case):
                     self.assertEqual(await ws.recv(), data)
                     await ws.send(text)
                     self.assertEqual(await ws.recv(), text)
+        # The echo sends big messages in several frames: still one message each.
+        self.assertEqual(self.messages_counted(m0), (4, 4))
 
     async def test_max_message_size_exact_passes_one_more_closes_1009(self):
         before = self.echo.stats()["ws_messages"]
