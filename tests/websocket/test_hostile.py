@@ -176,6 +176,21 @@ class Hostile(h.Case):
             raw.abort()
         await self.fresh_connection_works()
 
+    async def test_nearly_two_thousand_frames_in_one_write(self):
+        raw = await self.open_raw()
+        try:
+            # 500 single-frame messages and 490 more in two fragments each, pings between
+            # them, in one write (990 messages: within the burst of 1000).
+            words = [f"w{i}".encode() for i in range(990)]
+            data = b"".join(F(TEXT, w) for w in words[:500])
+            data += b"".join(F(BINARY, w[:1], fin=False) + F(PING, b"") + F(CONT, w[1:])
+                             for w in words[500:])
+            await raw.send(data)
+            for i, w in enumerate(words):
+                self.assertEqual(await raw.read_message(), (TEXT if i < 500 else BINARY, w))
+        finally:
+            raw.abort()
+
     async def test_close_frame_dribbled_is_answered_and_its_code_counted(self):
         m0 = self.gw.metrics()
         raw = await self.open_raw()

@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import ssl
+import struct
 import tempfile
 
 import harness as h
@@ -121,6 +122,32 @@ class ProxyProtocol(h.Case):
         except BaseException:
             sock.close()
             raise
+
+    async def connect_v2(self, address):
+        """As connect_as, with a PROXY protocol v2 header (binary)."""
+        sig = b"\r\n\r\n\x00\r\nQUIT\n"
+        body = socket.inet_aton(address) + socket.inet_aton("127.0.0.1") + struct.pack(">HH", 1234, 80)
+        sock = socket.create_connection(("127.0.0.1", self.gw.port), timeout=5)
+        sock.sendall(sig + bytes([0x21, 0x11]) + struct.pack(">H", len(body)) + body)
+        sock.setblocking(False)
+        try:
+            return await h.connect(self.gw, "", uri=self.gw.uri("/ws/proxied"), sock=sock)
+        except BaseException:
+            sock.close()
+            raise
+
+    async def test_upgrade_behind_proxy_protocol_v2(self):
+        conns = [await self.connect_v2("10.1.2.6") for _ in range(2)]
+        try:
+            await conns[0].send("v2")
+            self.assertEqual(await conns[0].recv(), "v2")
+            # Counted under 10.1.2.6 whichever version named it.
+            with self.assertRaises(websockets.InvalidStatusCode) as caught:
+                await self.connect_as("10.1.2.6")
+            self.assertEqual(caught.exception.status_code, 429)
+        finally:
+            for ws in conns:
+                await ws.close()
 
     async def test_upgrade_behind_proxy_protocol(self):
         ws = await self.connect_as("10.1.2.3")
