@@ -158,6 +158,18 @@ class Limits(h.Case):
         self.assertEqual(d("tollgate_websocket_messages_total", category="ws_drop", direction="from_client"), 7)
         self.assertEqual(d("tollgate_websocket_messages_total", category="ws_drop", direction="from_upstream"), 7)
 
+    async def test_message_limits_are_per_connection(self):
+        address = h.new_client_address()
+        async with self.connect("/ws/drop/one", xff=address, compression=None) as one, \
+                   self.connect("/ws/drop/two", xff=address, compression=None) as two:
+            for i in range(7):
+                await one.send(f"one {i}")
+            self.assertEqual([await one.recv() for _ in range(5)], [f"one {i}" for i in range(5)])
+            # The same client's other connection has its own burst of 5.
+            for i in range(5):
+                await two.send(f"two {i}")
+            self.assertEqual([await two.recv() for _ in range(5)], [f"two {i}" for i in range(5)])
+
     async def test_on_excess_drop_discards_a_fragmented_message_whole(self):
         # Judged on its first frame: dropped, its continuation frames must go too (relaying
         # them alone would be a protocol error upstream).

@@ -89,6 +89,20 @@ class Refusals(h.Case):
         self.assertEqual(self.echo.stats()["requests"], served, "the upstream was contacted")
         self.assertEqual(self.refused(m0, self.gw.metrics(), "websocket", "limited"), 1)
 
+    async def test_messages_do_not_spend_the_request_limit(self):
+        # burst 2, 1/h: two upgrades pass however many messages the first one carries.
+        xff = h.new_client_address()
+        async with h.connect(self.gw, "/ws/m", xff=xff) as ws:
+            self.assertEqual(ws.response_headers["X-RateLimit-Remaining"], "1")
+            for i in range(20):
+                await ws.send(f"m{i}")
+                self.assertEqual(await ws.recv(), f"m{i}")
+        async with h.connect(self.gw, "/ws/m", xff=xff) as ws:
+            self.assertEqual(ws.response_headers["X-RateLimit-Remaining"], "0")
+        with self.assertRaises(websockets.InvalidStatusCode) as caught:
+            await h.connect(self.gw, "/ws/m", xff=xff)
+        self.assertEqual(caught.exception.status_code, 429)
+
     async def test_pay_to_pass_upgrade_with_a_proof_of_work(self):
         m0 = self.gw.metrics()
         xff = h.new_client_address()
