@@ -328,6 +328,19 @@ async def wait_until(predicate, timeout=5.0, interval=0.05):
         await asyncio.sleep(interval)
 
 
+async def open_tunnels(gw, category, expected, timeout=3.0):
+    """The gauge tollgate_websocket_connections{category}, once it shows `expected` (a tunnel
+    is counted as its relay starts, just after the 101 is written) or when `timeout` passed."""
+    value = None
+
+    def check():
+        nonlocal value
+        value = gw.metrics().get("tollgate_websocket_connections", category=category)
+        return value == expected
+    await wait_until(check, timeout)
+    return value
+
+
 # --- raw WebSocket over a plain socket ------------------------------------------------------
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"

@@ -171,8 +171,7 @@ class Edges(h.Case):
             self.assertEqual(status, 101)
             self.assertEqual(headers["sec-websocket-accept"], h.accept_of(key))
             self.assertEqual(headers["x-ratelimit-limit"], "1000")  # the websocket category's
-            m = self.gw.metrics()
-            self.assertEqual(m.get("tollgate_websocket_connections", category="websocket"), 1)
+            self.assertEqual(await h.open_tunnels(self.gw, "websocket", 1), 1)
             raw = h.RawWs(reader, writer)
             await raw.send(h.RawWs.frame(0x1, b"browser"))
             self.assertEqual(await raw.read_message(), (0x1, b"browser"))
@@ -513,7 +512,7 @@ class HttpTimeoutsAndDefaults(h.Case):
     async def test_http_timeouts_do_not_cut_a_quiet_tunnel(self):
         # An upgrade on the default route: category general, default options (idle 60 s).
         async with h.connect(self.gw, "/anything") as ws:
-            self.assertEqual(self.gw.metrics().get("tollgate_websocket_connections", category="general"), 1)
+            self.assertEqual(await h.open_tunnels(self.gw, "general", 1), 1)
             await asyncio.sleep(2.5)  # past header, body, keep-alive and upstream timeouts
             await ws.send("after a quiet while")
             self.assertEqual(await asyncio.wait_for(ws.recv(), 3), "after a quiet while")

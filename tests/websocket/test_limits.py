@@ -253,7 +253,7 @@ class Limits(h.Case):
         m0 = self.gw.metrics()
         address = h.new_client_address()
         conns = [await self.connect("/ws/conn", xff=address) for _ in range(10)]
-        self.assertEqual(self.gw.metrics().get("tollgate_websocket_connections", category="websocket"), 10)
+        self.assertEqual(await h.open_tunnels(self.gw, "websocket", 10), 10)
         for ws in conns:
             ws.transport.abort()  # a reset, no close frame
         # Ten new ones open (the gateway notices the resets promptly).

@@ -98,8 +98,7 @@ class MetricsAfterAScenario(h.Case):
         with self.assertRaises(websockets.InvalidStatusCode) as caught:
             await self.connect("/ws/c", xff=address)
         self.assertEqual(caught.exception.status_code, 429)
-        m = self.gw.metrics()
-        self.assertEqual(m.get("tollgate_websocket_connections", category="websocket"), 2)
+        self.assertEqual(await h.open_tunnels(self.gw, "websocket", 2), 2)
         for ws in pair:
             ws.transport.abort()
         # D: over the message limit, mode close: the third message of a burst of 2.

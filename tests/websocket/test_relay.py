@@ -226,8 +226,7 @@ class Relay(h.Case):
                                                  compression=None, open_timeout=15)
                                        for i in range(n)))
         try:
-            m = self.gw.metrics()
-            self.assertEqual(m.get("tollgate_websocket_connections", category="ws_many"), n)
+            self.assertEqual(await h.open_tunnels(self.gw, "ws_many", n), n)
 
             async def talk(i, ws, r):
                 await ws.send(f"conn {i} round {r} " + "x" * (i % 50))
