@@ -27,4 +27,10 @@ using task = asio::awaitable<T, executor>;
 /// The completion token of every awaited operation: errors come back as values, never thrown.
 inline constexpr auto use_tuple = asio::as_tuple(asio::deferred);
 
+/// use_tuple for an operation that a signal on `slot` may cancel (a WebSocket pump's wait for
+/// its next bytes). Asio 1.81 binds a slot to use_awaitable, not to deferred.
+inline auto use_tuple_cancellable(asio::cancellation_slot slot) {
+  return asio::as_tuple(asio::bind_cancellation_slot(slot, asio::use_awaitable_t<executor>()));
+}
+
 }  // namespace tollgate::net

@@ -32,8 +32,10 @@ class client_stream {
   /// already read into `buffer` (what followed a PROXY header: often the ClientHello itself),
   /// which it consumes; afterwards every read and write is encrypted.
   task<error_code> handshake(asio::ssl::context& context, beast::flat_buffer& buffer);
-  /// One read of decrypted bytes (TLS only).
-  task<std::pair<error_code, std::size_t>> tls_read_some(asio::mutable_buffer b);
+  /// One read of decrypted bytes (TLS only); a signal on `wake` ends it with
+  /// operation_aborted (nothing is lost: the TLS layer keeps what it had read).
+  task<std::pair<error_code, std::size_t>> tls_read_some(asio::mutable_buffer b,
+                                                         asio::cancellation_slot wake = {});
   /// Writes all of `pieces` encrypted (TLS only).
   task<error_code> tls_write(std::span<asio::const_buffer> pieces);
 

@@ -32,10 +32,14 @@ void append_line(std::string& out, std::string_view name, std::string_view value
 /// (the gateway sets that), and not one the gateway sets itself (`ours`).
 template <class Ours>
 void append_end_to_end(std::string& out, const fields& f, Ours ours) {
+  // Connection's tokens from all its field lines: one list (RFC 9110 §5.3).
   std::array<std::string_view, 16> listed;
   std::size_t n_listed = 0;
-  for (const auto& token : http::token_list(f[http::field::connection])) {
-    if (n_listed < listed.size()) listed[n_listed++] = sv(token);
+  const auto [first, last] = f.equal_range(http::field::connection);
+  for (auto line = first; line != last; ++line) {
+    for (const auto& token : http::token_list(line->value())) {
+      if (n_listed < listed.size()) listed[n_listed++] = sv(token);
+    }
   }
   for (const auto& field : f) {
     switch (field.name()) {

@@ -14,9 +14,13 @@ namespace tollgate::net {
 bool is_websocket_upgrade(const request_parser& parser) noexcept {
   const auto& req = parser.get();
   if (req.version() < 11 || req.method() != http::verb::get) return false;
+  // A field's tokens from all its lines: one list (RFC 9110 §5.3).
   auto has = [&](http::field f, std::string_view token) {
-    for (const auto& t : http::token_list(req[f])) {
-      if (core::iequals(sv(t), token)) return true;
+    const auto [first, last] = req.equal_range(f);
+    for (auto line = first; line != last; ++line) {
+      for (const auto& t : http::token_list(line->value())) {
+        if (core::iequals(sv(t), token)) return true;
+      }
     }
     return false;
   };
@@ -40,6 +44,9 @@ using clock = deadline_watch::clock;
 /// How long a peer has to answer a close frame, or to end its side once the other has ended,
 /// before the gateway drops the connection.
 constexpr std::chrono::seconds close_timeout{5};
+/// How long the client's close waits for the upstream's answer to the gateway's close (what
+/// the upstream sends meanwhile is delivered first); then it goes without.
+constexpr std::chrono::seconds answer_timeout{1};
 /// A pending write's buffer larger than this is freed after use: an idle tunnel keeps none.
 constexpr std::size_t kept_pending = 4096;
 
@@ -104,6 +111,11 @@ struct tunnel final : tunnel_list::member {
   clock::time_point idle_end;               ///< the last activity + idle
   clock::time_point write_end = clock::time_point::max();  ///< a blocked write's deadline
   clock::time_point close_end = clock::time_point::max();  ///< closing: the peers' deadline
+  clock::time_point answer_end = clock::time_point::max();  ///< see answer_timeout
+  bool answer_late = false;  ///< the upstream did not answer the gateway's close in time
+  /// Wake a pump waiting to read (a cancellation of that read only: a write in progress in
+  /// the other direction on the same socket is left alone).
+  asio::cancellation_signal wake_client_read, wake_upstream_read;
   address_slot place;                   ///< under max_connections_per_address
   direction from_client;                ///< client -> upstream
   direction from_upstream;              ///< upstream -> client
@@ -115,7 +127,7 @@ struct tunnel final : tunnel_list::member {
 
   /// Moves the client's deadline to the earliest of what bounds the tunnel now.
   void rearm() noexcept {
-    watch.at = std::min({idle_end, lifetime_end, write_end, close_end});
+    watch.at = std::min({idle_end, lifetime_end, write_end, close_end, answer_end});
   }
   /// Traffic came: the idle deadline moves (unless the tunnel is closing already).
   void active() noexcept {
@@ -150,10 +162,11 @@ struct tunnel final : tunnel_list::member {
     if (from_client.close_sent || from_upstream.close_sent) return;
     own_code = code;
     count_close(closer::gateway, code);
+    answer_end = clock::now() + answer_timeout;
+    rearm();
     // The pump towards the upstream sends the close as soon as it can; a read it waits on
     // is cancelled (no system call) to wake it.
-    error_code ignored;
-    watch.client.cancel(ignored);
+    wake_client_read.emit(asio::cancellation_type::terminal);
   }
   /// The deadline came: idle or lifetime over (close 1001), or a peer too slow (dropped).
   static void due(void* self) {
@@ -162,6 +175,12 @@ struct tunnel final : tunnel_list::member {
     if (now >= t.close_end || now >= t.write_end) {
       t.drop();
       return;
+    }
+    if (now >= t.answer_end) {
+      // The client's close goes without the upstream's answer.
+      t.answer_end = clock::time_point::max();
+      t.answer_late = true;
+      t.wake_upstream_read.emit(asio::cancellation_type::terminal);
     }
     if (now >= t.idle_end || now >= t.lifetime_end) {
       // Closing from now on: only the close's own deadline (and a blocked write's) remain.
@@ -320,7 +339,7 @@ task<std::pair<error_code, std::span<const std::uint8_t>>> read_client(tunnel& t
   client_stream& s = t.watch.stream;
   if (s.tls()) {
     if (!t.tls_in) t.tls_in = std::make_unique<std::array<char, 16 * 1024>>();
-    auto [ec, n] = co_await s.tls_read_some(asio::buffer(*t.tls_in));
+    auto [ec, n] = co_await s.tls_read_some(asio::buffer(*t.tls_in), t.wake_client_read.slot());
     co_return std::pair{ec, std::span(reinterpret_cast<const std::uint8_t*>(t.tls_in->data()), n)};
   }
   auto& buffer = t.w.relay_buffer();
@@ -330,7 +349,8 @@ task<std::pair<error_code, std::span<const std::uint8_t>>> read_client(tunnel& t
     if (ec != asio::error::would_block && ec != asio::error::try_again) {
       co_return std::pair{ec, std::span(reinterpret_cast<const std::uint8_t*>(buffer.data()), n)};
     }
-    std::tie(ec) = co_await s.socket().async_wait(tcp::socket::wait_read, use_tuple);
+    std::tie(ec) = co_await s.socket().async_wait(
+        tcp::socket::wait_read, use_tuple_cancellable(t.wake_client_read.slot()));
     if (ec) co_return std::pair{ec, std::span<const std::uint8_t>()};
   }
 }
@@ -344,7 +364,9 @@ task<std::pair<error_code, std::span<const std::uint8_t>>> read_upstream(tunnel&
     if (ec != asio::error::would_block && ec != asio::error::try_again) {
       co_return std::pair{ec, std::span(reinterpret_cast<const std::uint8_t*>(buffer.data()), n)};
     }
-    std::tie(ec) = co_await t.up->socket.async_wait(tcp::socket::wait_read, use_tuple);
+    std::tie(ec) = co_await t.up->socket.async_wait(
+        tcp::socket::wait_read,
+        use_tuple_cancellable(t.wake_upstream_read.slot()));
     if (ec) co_return std::pair{ec, std::span<const std::uint8_t>()};
   }
 }
@@ -392,7 +414,9 @@ task<void> pump_from_upstream(tunnel& t) {
   direction& d = t.from_upstream;
   client_stream& out = t.watch.stream;
   for (;;) {
+    if (t.answer_late && co_await send_own_close(t, d, out, false)) break;
     auto [ec, bytes] = co_await read_upstream(t);
+    if (ec == asio::error::operation_aborted && t.up->socket.is_open()) continue;  // woken
     if (ec || bytes.empty()) {
       // The upstream went without answering the gateway's close: the client still gets it.
       if (t.from_client.own_sent && !ec) co_await send_own_close(t, d, out, false);
