@@ -246,11 +246,8 @@ class Relay(h.Case):
             lambda: self.gw.metrics().get("tollgate_websocket_connections", category="ws_many") == 0)
         self.assertTrue(gauge, "the gauge went back to 0")
 
-    @h.known_gateway_bug(
-        "a close of the gateway's own (1009 here; 1008, 1001 likewise) while its write to the "
-        "client is blocked cancels that write mid-frame: the client gets a truncated frame and "
-        "no close frame")
     async def test_gateway_close_during_a_blocked_push_keeps_frames_whole(self):
+        # Regression: a socket-wide cancel cut the blocked write mid-frame (fixed in 962e8ae).
         raw = await h.RawWs.open(self.gw.port, "/ws/blocked", rcvbuf=8192,
                                  headers={"X-Forwarded-For": h.new_client_address()})
         try:

@@ -111,10 +111,8 @@ class Signals(h.Case):
         finally:
             raw.abort()
 
-    @h.known_gateway_bug(
-        "SIGTERM while the gateway's write to a client is blocked (a big push to a slow reader) "
-        "cancels that write mid-frame: the client gets a truncated frame and no close 1001")
     async def test_sigterm_during_a_blocked_push_sends_1001_after_whole_frames(self):
+        # Regression: a socket-wide cancel cut the blocked write mid-frame (fixed in 962e8ae).
         gw = self.start()
         raw = await h.RawWs.open(gw.port, "/ws/blocked", rcvbuf=8192,
                                  headers={"X-Forwarded-For": h.new_client_address()})
