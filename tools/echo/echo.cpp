@@ -286,6 +286,10 @@ asio::awaitable<void> accept_loop(tcp::acceptor& acceptor) {
   for (;;) {
     auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
     if (ec) co_return;
+    // Small answers go out at once: without this, an echoed WebSocket message waits for the
+    // peer's delayed ACK (Nagle), and latency figures measure the echo, not the gateway.
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
     asio::co_spawn(acceptor.get_executor(), serve(std::move(socket)), [](std::exception_ptr) {});
   }
 }
