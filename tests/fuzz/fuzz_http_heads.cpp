@@ -189,8 +189,9 @@ void check_response(std::string_view message, std::span<const std::uint8_t> size
   if (head_request) rp->skip(true);
   if (!read_head(*rp, message, sizes, response_head_limit)) return;
   const unsigned status = rp->get().result_int();
-  // forward.cpp reads past 1xx and refuses 101: only final responses are rendered.
-  if (status < 200) return;
+  // forward.cpp reads past 1xx other than an upgrade's 101, which render_switching_head
+  // renders; otherwise only final responses are rendered.
+  if (status < 200 && status != 101) return;
 
   policy::rate_limit_fields fields;
   fields.present = (flags & 16) != 0;
@@ -203,6 +204,24 @@ void check_response(std::string_view message, std::span<const std::uint8_t> size
   if ((flags & 32) != 0) {
     fields.retry_after = "2";
     fields.reason = "ipv4_individual";
+  }
+  if (status == 101) {
+    std::string out;
+    render_switching_head(out, *rp, fields);
+    std::optional<response_parser> again;
+    std::apply([&](auto&&... a) { again.emplace(a...); }, on_arena(arena2));
+    again->header_limit(1 << 20);
+    reparse(*again, out);
+    const auto& back = again->get();
+    require(back.result_int() == 101 && again->is_done(), "the rendered 101 is not a 101");
+    require(beast::iequals(back[http::field::upgrade], "websocket") &&
+                beast::iequals(back[http::field::connection], "Upgrade") &&
+                back.count(http::field::upgrade) == 1 && back.count(http::field::connection) == 1,
+            "the rendered 101 does not switch to websocket, once");
+    require(back.count(http::field::content_length) == 0 &&
+                back.count(http::field::transfer_encoding) == 0,
+            "the rendered 101 has framing");
+    return;
   }
   const unsigned version = (flags & 4) != 0 ? 10 : 11;
   std::string out;

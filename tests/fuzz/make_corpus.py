@@ -216,6 +216,9 @@ def http_heads():
         "not_modified": seed(1, [], b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n"),
         "no_reason": seed(1 | 8, [], b"HTTP/1.1 429 \r\nRetry-After: 1\r\n\r\n"),
         "interim": seed(1, [], b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n"),
+        "switching": seed(1 | 16, [7], b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                          b"Connection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
+                          b"Sec-WebSocket-Protocol: chat\r\nX-Tollgate-Violation: x\r\n\r\n"),
     }
     for name, data in seeds.items():
         write("fuzz_http_heads", name, data)

@@ -152,6 +152,30 @@ class Echo:
         self.process.stop()
 
 
+def gateway_yaml(routes=(), upstreams=(), limits=None):
+    """The gateway file of these tests: a public and an admin listener on ports the kernel
+    picks, two workers, loopback trusted (tests pose as other clients with X-Forwarded-For),
+    the echo as upstream `app` (plus `upstreams`, each "name: { ... }"), the WebSocket routes
+    `routes` = [(path prefix, category[, upstream])] before the catch-all /ws/ -> websocket,
+    and `limits` (the text of a limits: mapping) when given."""
+    lines = ["listeners: [{ name: public, address: 127.0.0.1, port: 0 }]",
+             "admin: { address: 127.0.0.1, port: 0 }",
+             "workers: 2"]
+    if limits:
+        lines.append(f"limits: {limits}")
+    lines += ["trusted_proxies: [127.0.0.1/32]",
+              "upstreams:",
+              '  app: { endpoints: ["{echo}"] }']
+    lines += [f"  {u}" for u in upstreams]
+    lines.append("routes:")
+    for route in list(routes) + [("/ws/", "websocket")]:
+        prefix, category, upstream = (route + ("app",))[:3]
+        lines.append(f"  - {{ match: {{ path_prefix: {prefix}, header: {{ Upgrade: websocket }} }}, "
+                     f"category: {category}, upstream: {upstream} }}")
+    lines += ["default_route: { category: general, upstream: app }", 'policies: ["{policy}"]']
+    return "\n".join(lines) + "\n"
+
+
 class Gateway:
     """A running tollgate with a gateway file and a policy file written for the test.
 

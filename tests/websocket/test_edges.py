@@ -19,22 +19,11 @@ import time
 import harness as h
 import websockets
 
-GATEWAY = """
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: 2
-trusted_proxies: [127.0.0.1/32]
-upstreams:
-  app: { endpoints: ["{echo}"] }
-  scripted: { endpoints: ["127.0.0.1:SCRIPTED"], connect_timeout: 1s, response_timeout: 2s }
-routes:
-  - { match: { path_prefix: /ws/scripted/, header: { Upgrade: websocket } }, category: websocket, upstream: scripted }
-  - { match: { path_prefix: /ws/few/, header: { Upgrade: websocket } }, category: ws_few, upstream: app }
-  - { match: { path_prefix: /ws/close/, header: { Upgrade: websocket } }, category: ws_close, upstream: app }
-  - { match: { path_prefix: /ws/, header: { Upgrade: websocket } }, category: websocket, upstream: app }
-default_route: { category: general, upstream: app }
-policies: ["{policy}"]
-"""
+GATEWAY = h.gateway_yaml(
+    routes=[("/ws/scripted/", "websocket", "scripted"), ("/ws/few/", "ws_few"),
+            ("/ws/close/", "ws_close")],
+    upstreams=['scripted: { endpoints: ["127.0.0.1:SCRIPTED"], connect_timeout: 1s, '
+               "response_timeout: 2s }"])
 
 POLICY = """
 categories:

@@ -8,17 +8,7 @@ import struct
 
 import harness as h
 
-GATEWAY = """
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: 2
-trusted_proxies: [127.0.0.1/32]
-upstreams: { app: { endpoints: ["{echo}"] } }
-routes:
-  - { match: { path_prefix: /ws/, header: { Upgrade: websocket } }, category: websocket, upstream: app }
-default_route: { category: general, upstream: app }
-policies: ["{policy}"]
-"""
+GATEWAY = h.gateway_yaml()
 
 POLICY = """
 categories:

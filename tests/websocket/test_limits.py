@@ -13,22 +13,9 @@ import time
 import harness as h
 import websockets
 
-GATEWAY = """
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: 2
-trusted_proxies: [127.0.0.1/32]
-upstreams: { app: { endpoints: ["{echo}"] } }
-routes:
-  - { match: { path_prefix: /ws/close/, header: { Upgrade: websocket } }, category: ws_close, upstream: app }
-  - { match: { path_prefix: /ws/drop/, header: { Upgrade: websocket } }, category: ws_drop, upstream: app }
-  - { match: { path_prefix: /ws/kib/, header: { Upgrade: websocket } }, category: ws_kib, upstream: app }
-  - { match: { path_prefix: /ws/life/, header: { Upgrade: websocket } }, category: ws_life, upstream: app }
-  - { match: { path_prefix: /ws/idle/, header: { Upgrade: websocket } }, category: ws_idle, upstream: app }
-  - { match: { path_prefix: /ws/, header: { Upgrade: websocket } }, category: websocket, upstream: app }
-default_route: { category: general, upstream: app }
-policies: ["{policy}"]
-"""
+GATEWAY = h.gateway_yaml(routes=[("/ws/close/", "ws_close"), ("/ws/drop/", "ws_drop"),
+                                   ("/ws/kib/", "ws_kib"), ("/ws/life/", "ws_life"),
+                                   ("/ws/idle/", "ws_idle")])
 
 POLICY = """
 categories:

@@ -11,23 +11,10 @@ import subprocess
 import harness as h
 import websockets
 
-GATEWAY = """
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: 2
-trusted_proxies: [127.0.0.1/32]
-upstreams:
-  app: { endpoints: ["{echo}"] }
-  dead: { endpoints: ["127.0.0.1:DEAD"], connect_timeout: 1s }
-routes:
-  - { match: { path_prefix: /ws/close/, header: { Upgrade: websocket } }, category: ws_close, upstream: app }
-  - { match: { path_prefix: /ws/drop/, header: { Upgrade: websocket } }, category: ws_drop, upstream: app }
-  - { match: { path_prefix: /ws/tight/, header: { Upgrade: websocket } }, category: ws_tight, upstream: app }
-  - { match: { path_prefix: /ws/dead/, header: { Upgrade: websocket } }, category: ws_dead, upstream: dead }
-  - { match: { path_prefix: /ws/, header: { Upgrade: websocket } }, category: websocket, upstream: app }
-default_route: { category: general, upstream: app }
-policies: ["{policy}"]
-"""
+GATEWAY = h.gateway_yaml(
+    routes=[("/ws/close/", "ws_close"), ("/ws/drop/", "ws_drop"), ("/ws/tight/", "ws_tight"),
+            ("/ws/dead/", "ws_dead", "dead")],
+    upstreams=['dead: { endpoints: ["127.0.0.1:DEAD"], connect_timeout: 1s }'])
 
 OPEN = "limits:\n      ipv4_individual: { short: { rate: 1000/s, burst: 1000 } }"
 

@@ -9,19 +9,7 @@ import subprocess
 import harness as h
 import websockets
 
-GATEWAY = """
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: 2
-trusted_proxies: [127.0.0.1/32]
-upstreams: { app: { endpoints: ["{echo}"] } }
-routes:
-  - { match: { path_prefix: /ws/pow/, header: { Upgrade: websocket } }, category: ws_pow, upstream: app }
-  - { match: { path_prefix: /ws/ban/, header: { Upgrade: websocket } }, category: ws_ban, upstream: app }
-  - { match: { path_prefix: /ws/, header: { Upgrade: websocket } }, category: websocket, upstream: app }
-default_route: { category: general, upstream: app }
-policies: ["{policy}"]
-"""
+GATEWAY = h.gateway_yaml(routes=[("/ws/pow/", "ws_pow"), ("/ws/ban/", "ws_ban")])
 
 POLICY = """
 categories:

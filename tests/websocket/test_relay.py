@@ -10,19 +10,8 @@ import random
 import harness as h
 import websockets
 
-GATEWAY = """
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: 2
-limits: { max_connections_per_address: 1000 }
-trusted_proxies: [127.0.0.1/32]
-upstreams: { app: { endpoints: ["{echo}"] } }
-routes:
-  - { match: { path_prefix: /ws/many/, header: { Upgrade: websocket } }, category: ws_many, upstream: app }
-  - { match: { path_prefix: /ws/, header: { Upgrade: websocket } }, category: websocket, upstream: app }
-default_route: { category: general, upstream: app }
-policies: ["{policy}"]
-"""
+GATEWAY = h.gateway_yaml(routes=[("/ws/many/", "ws_many")],
+                         limits="{ max_connections_per_address: 1000 }")
 
 POLICY = """
 categories:
