@@ -2,7 +2,8 @@
 # ThreadSanitizer run of the tests that exercise concurrency: configures build-tsan/
 # (TOLLGATE_TSAN=ON), builds the unit and integration tests (and the gateway and echo processes
 # the integration tests start, also under TSan), then runs the unit tests with threads and the
-# integration tests, whose multi-worker gateway serves concurrent clients. Every process writes
+# integration tests, whose multi-worker gateway serves concurrent clients, and four modules of
+# the WebSocket tests (tests/websocket, against the TSan gateway). Every process writes
 # its race reports to build-tsan/tsan-logs/ (a pipe the harness does not drain would block
 # it); the run fails when a test fails or any report was written. Works on a fresh Debian 12
 # as root. A full run takes a while: TSan slows the gateway 5-15x.
@@ -14,7 +15,7 @@ install_deps
 cmake -S . -B build-tsan -G Ninja -DTOLLGATE_TSAN=ON -DTOLLGATE_BENCH=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-tsan --target tollgate_unit_tests tollgate_integration_tests \
-  tollgate_seam_tests -j "$(nproc)"
+  tollgate_seam_tests tollgate tollgate-echo -j "$(nproc)"
 
 logs="$PWD/build-tsan/tsan-logs"
 rm -rf "$logs"
@@ -29,6 +30,13 @@ status=0
 build-tsan/tests/tollgate_unit_tests "[concurrency],[global],[table]~[bounds],[pow]" || status=1
 build-tsan/tests/tollgate_seam_tests || status=1
 build-tsan/tests/tollgate_integration_tests "${1:-[integration]}" || status=1
+# WebSocket tunnels on a two-worker gateway: the per-address table of open WebSockets shared by
+# the workers, a stop posted to every worker (SIGTERM), many connections at once.
+if [ -z "${1:-}" ]; then
+  for module in relay limits signals hostile; do
+    /usr/bin/python3 tests/websocket/test_$module.py build-tsan || status=1
+  done
+fi
 
 if compgen -G "$logs/tsan.*" >/dev/null; then
   echo "ThreadSanitizer reports, by process:"

@@ -1,10 +1,7 @@
 #include "gateway/net/websocket.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <span>
-
-#include <spdlog/spdlog.h>
 
 #include "gateway/core/text.hpp"
 #include "gateway/net/worker.hpp"
@@ -212,9 +209,8 @@ std::uint16_t close_code_of(const direction& d) noexcept {
 }
 
 /// Notes a frame header from one side: for client frames (`from_client`) the meter's
-/// verdict; for both, close frames; and the gateway's own close frame, if one is waiting
-/// and the receiver is between frames now, goes before it. Returns what becomes of the
-/// frame.
+/// verdict; for both, close frames, and the upstream's answer to a close of the gateway's,
+/// which the client gets the gateway's close in place of. Returns what becomes of the frame.
 ws::frame_action on_header(tunnel& t, direction& d, bool from_client, const ws::frame_header& h) {
   auto& counters = t.w.counters;
   ws::frame_action action = ws::frame_action::forward;
@@ -464,7 +460,9 @@ task<void> run_tunnel(worker& w, deadline_watch& watch, tunnel_setup setup) {
       t.drop();
     }
   }
-  // The upstream's side runs beside this one; the frame of this coroutine owns the tunnel and
+  // Kohlhoff's transfer(a, b) || transfer(b, a), but joined by hand: `||` would cancel one
+  // direction when the other ends, and a half-closed tunnel still relays the other way. The
+  // upstream's side runs beside this one; the frame of this coroutine owns the tunnel and
   // outlives it (it waits for it below).
   asio::co_spawn(w.io, pump_from_upstream(t), [&t](std::exception_ptr) {
     t.upstream_pump_done = true;

@@ -3,7 +3,11 @@
 /// 101, frames are relayed both ways until either side closes. Frames from the client are
 /// parsed enough to enforce the category's message limits (policy/websocket.hpp) and relayed
 /// verbatim, still masked; frames from the upstream are relayed as they come, their headers
-/// read only to find where a close frame of the gateway's own may go. Internal to net/.
+/// read only to find where a close frame of the gateway's own may go. A relay of our own
+/// rather than beast::websocket::stream, which would unmask, reassemble and mask again every
+/// message (bench/README.md, "WebSocket", has the figures of the verbatim relay). Ownership
+/// moves as in Beast's chat-multi example: the session's parser and scratch end at the 101,
+/// the tunnel takes the sockets and the bytes read past each head. Internal to net/.
 
 #include <memory>
 #include <string>
