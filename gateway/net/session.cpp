@@ -626,6 +626,11 @@ tunnel_setup hand_over(worker& w, std::unique_ptr<connection_scratch>& sc) {
   setup.metric = r.snap->metric_of(*r.route->category);
   setup.extensions = sc->ws_extensions;
   setup.place = std::move(sc->tunnel_place);
+  if (r.snap->config.logging.access_log) {
+    const auto& req = r.parser->get();
+    setup.log_prefix = r.client.to_string() + " \"" + std::string(sv(req.method_string())) + " " +
+                       std::string(sv(req.target())) + "\" category=" + category.name;
+  }
   sc->buffer.clear();
   w.scratch.give(std::move(sc));
   return setup;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <span>
 
+#include <spdlog/spdlog.h>
+
 #include "gateway/core/text.hpp"
 #include "gateway/net/worker.hpp"
 
@@ -96,7 +98,8 @@ struct tunnel final : tunnel_list::member {
         metric(s.metric),
         idle(s.idle_timeout),
         lifetime_end(clock::now() + s.max_lifetime),
-        place(std::move(s.place)) {}
+        place(std::move(s.place)),
+        log_prefix(std::move(s.log_prefix)) {}
 
   worker& w;
   deadline_watch& watch;                    ///< the client connection's
@@ -121,6 +124,11 @@ struct tunnel final : tunnel_list::member {
   bool upstream_pump_done = false;      ///< the upstream -> client coroutine has returned
   std::unique_ptr<std::array<char, 16 * 1024>> tls_in;  ///< TLS reads (plain: the worker's)
   timer joined{w.io.get_executor()};    ///< wakes the tunnel when that coroutine returns
+  std::string log_prefix;               ///< see tunnel_setup::log_prefix
+  std::array<std::uint64_t, 2> messages{};  ///< relayed, by direction (the access log)
+  closer closed_by = closer::client;        ///< who closed first (the access log)
+  std::uint16_t close_code = ws::abnormal;  ///< with which code
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
   /// Moves the client's deadline to the earliest of what bounds the tunnel now.
   void rearm() noexcept {
@@ -135,6 +143,8 @@ struct tunnel final : tunnel_list::member {
   void count_close(closer by, std::uint16_t code) noexcept {
     if (counted) return;
     counted = true;
+    closed_by = by;
+    close_code = code;
     w.counters.ws_closes[static_cast<std::size_t>(by)][metrics::ws_close_slot(code)].add();
   }
   /// One side has ended: the other has close_timeout to follow.
@@ -231,6 +241,7 @@ ws::frame_action on_header(tunnel& t, direction& d, bool from_client, const ws::
       action = v.action;
       if (v.message_start && action == ws::frame_action::forward) {
         counters.ws_messages[t.metric][0].add();
+        ++t.messages[0];
       }
     }
   } else if (d.close_sent) {
@@ -242,6 +253,7 @@ ws::frame_action on_header(tunnel& t, direction& d, bool from_client, const ws::
     action = ws::frame_action::drop;
   } else if (!h.control() && h.op != ws::continuation) {
     counters.ws_messages[t.metric][1].add();
+    ++t.messages[1];
   }
   if (h.op == ws::close) {
     d.reading_close = true;
@@ -444,6 +456,14 @@ task<void> run_tunnel(worker& w, deadline_watch& watch, tunnel_setup setup) {
       t.watch.due_context = nullptr;
       t.w.tunnels.erase(t);
       t.w.counters.ws_closed[t.metric].add();
+      if (t.log_prefix.empty()) return;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t.started).count();
+      spdlog::info("access {} websocket closed code={} by={} messages_from_client={} "
+                   "messages_from_upstream={} {:.3f}s",
+                   t.log_prefix, t.close_code,
+                   metrics::ws_closer_names[static_cast<std::size_t>(t.closed_by)], t.messages[0],
+                   t.messages[1], seconds);
     }
   } const leaving{t};
   // Bytes that came with the handshake go first, each to its receiver.

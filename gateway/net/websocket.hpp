@@ -40,6 +40,9 @@ struct tunnel_setup {
   std::uint16_t metric = 0;                  ///< the category's label index
   bool extensions = false;  ///< the 101 negotiated an extension (RSV bits allowed)
   address_slot place;       ///< the connection's place under max_connections_per_address
+  /// With the access log on: the start of the line logged when the tunnel ends (client,
+  /// request line, category); empty otherwise.
+  std::string log_prefix;
 };
 
 /// The tunnels of one worker, so that a stop can close them all (1001) and wait for their

@@ -199,5 +199,42 @@ class MetricsAfterAScenario(h.Case):
             print("promtool not installed: the exposition format is not checked by it")
 
 
+class AccessLog(h.Case):
+    """With the access log on, the upgrade is logged as its request (status 101) and the
+    tunnel's end on a line of its own: how it closed, what it relayed, how long it lived."""
+
+    async def test_a_tunnel_is_logged_at_the_101_and_at_its_end(self):
+        echo = h.Echo()
+        self.addCleanup(echo.stop)
+        gw = h.Gateway(h.gateway_yaml() + "logging: { level: info, access_log: true }\n",
+                       POLICY_LOGGED, echo.port)
+        self.addCleanup(gw.stop)
+        client = h.new_client_address()
+        async with h.connect(gw, "/ws/logged?x=1", xff=client) as ws:
+            for i in range(3):
+                await ws.send(f"m{i}")
+                self.assertEqual(await ws.recv(), f"m{i}")
+            await ws.send("close:4001:bye")
+            self.assertEqual((await h.closed_with(ws))[0], 4001)
+        upgrade = gw.process.wait_for_line(f"access {client} \"GET /ws/logged?x=1")
+        self.assertIn(" 101 category=websocket decision=allowed", upgrade)
+        end = gw.process.wait_for_line("websocket closed")
+        self.assertIn(f"access {client} \"GET /ws/logged?x=1\" category=websocket websocket closed "
+                      "code=4001 by=upstream messages_from_client=4 messages_from_upstream=3 ", end)
+        seconds = float(end.rsplit(" ", 1)[1].rstrip("s"))
+        self.assertTrue(0 <= seconds < 10, end)
+
+
+POLICY_LOGGED = """
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1000/s, burst: 1000 } }
+  websocket:
+    limits:
+      ipv4_individual: { short: { rate: 1000/s, burst: 1000 } }
+"""
+
+
 if __name__ == "__main__":
     h.main()
