@@ -341,42 +341,30 @@ task<error_code> deliver(tunnel& t, direction& d, Out& out) {
   co_return ec;
 }
 
-/// One read from the client: plain sockets read into the worker's shared buffer only once
-/// readable (a waiting tunnel holds no buffer), TLS into the tunnel's own.
-task<std::pair<error_code, std::span<const std::uint8_t>>> read_client(tunnel& t) {
-  client_stream& s = t.watch.stream;
-  if (s.tls()) {
-    if (!t.tls_in) t.tls_in = std::make_unique<std::array<char, 16 * 1024>>();
-    auto [ec, n] = co_await s.tls_read_some(asio::buffer(*t.tls_in), t.wake_client_read.slot());
-    co_return std::pair{ec, std::span(reinterpret_cast<const std::uint8_t*>(t.tls_in->data()), n)};
-  }
+/// One read from plain socket `s` once it is readable, into the worker's shared buffer: a
+/// waiting tunnel holds no buffer. A signal on `wake` ends the wait (operation_aborted).
+task<std::pair<error_code, std::span<const std::uint8_t>>> read_when_readable(
+    tunnel& t, tcp_socket& s, asio::cancellation_signal& wake) {
   auto& buffer = t.w.relay_buffer();
   for (;;) {
     error_code ec;
-    const std::size_t n = s.socket().read_some(asio::buffer(buffer), ec);
+    const std::size_t n = s.read_some(asio::buffer(buffer), ec);
     if (ec != asio::error::would_block && ec != asio::error::try_again) {
       co_return std::pair{ec, std::span(reinterpret_cast<const std::uint8_t*>(buffer.data()), n)};
     }
-    std::tie(ec) = co_await s.socket().async_wait(
-        tcp::socket::wait_read, use_tuple_cancellable(t.wake_client_read.slot()));
+    std::tie(ec) =
+        co_await s.async_wait(tcp::socket::wait_read, use_tuple_cancellable(wake.slot()));
     if (ec) co_return std::pair{ec, std::span<const std::uint8_t>()};
   }
 }
 
-/// One read from the upstream, into the worker's shared buffer once readable.
-task<std::pair<error_code, std::span<const std::uint8_t>>> read_upstream(tunnel& t) {
-  auto& buffer = t.w.relay_buffer();
-  for (;;) {
-    error_code ec;
-    const std::size_t n = t.up->socket.read_some(asio::buffer(buffer), ec);
-    if (ec != asio::error::would_block && ec != asio::error::try_again) {
-      co_return std::pair{ec, std::span(reinterpret_cast<const std::uint8_t*>(buffer.data()), n)};
-    }
-    std::tie(ec) = co_await t.up->socket.async_wait(
-        tcp::socket::wait_read,
-        use_tuple_cancellable(t.wake_upstream_read.slot()));
-    if (ec) co_return std::pair{ec, std::span<const std::uint8_t>()};
-  }
+/// One read from a TLS client, into the tunnel's own buffer (the TLS layer keeps buffers of
+/// its own anyway).
+task<std::pair<error_code, std::span<const std::uint8_t>>> read_tls_client(tunnel& t) {
+  if (!t.tls_in) t.tls_in = std::make_unique<std::array<char, 16 * 1024>>();
+  auto [ec, n] =
+      co_await t.watch.stream.tls_read_some(asio::buffer(*t.tls_in), t.wake_client_read.slot());
+  co_return std::pair{ec, std::span(reinterpret_cast<const std::uint8_t*>(t.tls_in->data()), n)};
 }
 
 /// Sends the gateway's close frame `d` owes its receiver, if the gateway is closing and the
@@ -400,7 +388,14 @@ task<void> pump_from_client(tunnel& t) {
   tcp_socket& out = t.up->socket;
   for (;;) {
     if (co_await send_own_close(t, d, out, true)) break;
-    auto [ec, bytes] = co_await read_client(t);
+    // Plain reads straight from the socket: no coroutine frame between (the hot path).
+    std::pair<error_code, std::span<const std::uint8_t>> read;
+    if (t.watch.stream.tls()) {
+      read = co_await read_tls_client(t);
+    } else {
+      read = co_await read_when_readable(t, t.watch.client, t.wake_client_read);
+    }
+    const auto [ec, bytes] = read;
     if (ec == asio::error::operation_aborted && t.watch.client.is_open()) continue;  // woken
     if (ec || bytes.empty()) break;
     t.active();
@@ -423,7 +418,7 @@ task<void> pump_from_upstream(tunnel& t) {
   client_stream& out = t.watch.stream;
   for (;;) {
     if (t.answer_late && co_await send_own_close(t, d, out, false)) break;
-    auto [ec, bytes] = co_await read_upstream(t);
+    auto [ec, bytes] = co_await read_when_readable(t, t.up->socket, t.wake_upstream_read);
     if (ec == asio::error::operation_aborted && t.up->socket.is_open()) continue;  // woken
     if (ec || bytes.empty()) {
       // The upstream went without answering the gateway's close: the client still gets it.
