@@ -375,10 +375,7 @@ task<std::optional<bool>> exchange_head(exchange& x) {
 task<bool> switch_protocols(exchange& x) {
   auto& [w, r, watch, client_buffer, parser, sc, conn, rp] = x;
   const auto& res = rp->get();
-  bool websocket = false;
-  for (const auto& t : http::token_list(res[http::field::upgrade]))
-    websocket = websocket || core::iequals(sv(t), "websocket");
-  if (!websocket) {
+  if (!has_token(res.base(), http::field::upgrade, "websocket")) {
     w.pool.failed(r.snap, conn->upstream, conn->endpoint);
     co_return co_await answer_failure(x, metrics::upstream_error::reset,
                                       "switched to another protocol than websocket", false);

@@ -109,6 +109,16 @@ void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields&
   }
 }
 
+bool has_token(const fields& f, http::field name, std::string_view token) {
+  const auto [first, last] = f.equal_range(name);
+  for (auto line = first; line != last; ++line) {
+    for (const auto& t : http::token_list(line->value())) {
+      if (core::iequals(sv(t), token)) return true;
+    }
+  }
+  return false;
+}
+
 void render_upstream_head(std::string& out, const request_parser& parser,
                           const upstream_fields& added) {
   const auto& req = parser.get();

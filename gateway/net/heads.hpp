@@ -23,6 +23,10 @@ inline constexpr std::string_view pow_solution_field = "X-PoW-Solution";
 /// limits; Retry-After and X-RateLimit-Reason only for a rejection).
 void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields& fields);
 
+/// Whether field `name` of `f` lists `token` (case-insensitive), its tokens taken from every
+/// line of the field: one list (RFC 9110 §5.3).
+bool has_token(const fields& f, http::field name, std::string_view token);
+
 /// What the gateway adds to a request head it sends upstream.
 struct upstream_fields {
   std::string_view forwarded_for;  ///< X-Forwarded-For

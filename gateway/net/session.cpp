@@ -623,7 +623,7 @@ tunnel_setup hand_over(worker& w, std::unique_ptr<connection_scratch>& sc) {
   setup.limits = category.messages;
   setup.idle_timeout = category.websocket.idle_timeout;
   setup.max_lifetime = category.websocket.max_lifetime;
-  setup.metric = r.snap->metric_of(*r.route->category);
+  setup.metric = r.snap->metric_of(category);
   setup.extensions = sc->ws_extensions;
   setup.place = std::move(sc->tunnel_place);
   if (r.snap->config.logging.access_log) {

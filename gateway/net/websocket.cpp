@@ -5,25 +5,16 @@
 
 #include <spdlog/spdlog.h>
 
-#include "gateway/core/text.hpp"
+#include "gateway/net/heads.hpp"
 #include "gateway/net/worker.hpp"
 
 namespace tollgate::net {
 
-bool is_websocket_upgrade(const request_parser& parser) noexcept {
+bool is_websocket_upgrade(const request_parser& parser) {
   const auto& req = parser.get();
-  if (req.version() < 11 || req.method() != http::verb::get) return false;
-  // A field's tokens from all its lines: one list (RFC 9110 §5.3).
-  auto has = [&](http::field f, std::string_view token) {
-    const auto [first, last] = req.equal_range(f);
-    for (auto line = first; line != last; ++line) {
-      for (const auto& t : http::token_list(line->value())) {
-        if (core::iequals(sv(t), token)) return true;
-      }
-    }
-    return false;
-  };
-  return has(http::field::upgrade, "websocket") && has(http::field::connection, "upgrade");
+  return req.version() >= 11 && req.method() == http::verb::get &&
+         has_token(req.base(), http::field::upgrade, "websocket") &&
+         has_token(req.base(), http::field::connection, "upgrade");
 }
 
 std::uint64_t tunnel_key(const policy::client_subjects& who, std::size_t category) noexcept {

@@ -22,7 +22,7 @@ struct worker;
 
 /// Whether the request `parser` read asks for a WebSocket (RFC 6455 §4.2.1): GET over
 /// HTTP/1.1 with `Upgrade: websocket` and `Connection: upgrade`.
-bool is_websocket_upgrade(const request_parser& parser) noexcept;
+bool is_websocket_upgrade(const request_parser& parser);
 
 /// The key the open WebSockets of a client are counted under in a category (its individual
 /// address key: /32 or /64).

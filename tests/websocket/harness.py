@@ -633,6 +633,34 @@ class Case(unittest.IsolatedAsyncioTestCase):
         return run
 
 
+
+class GatewayCase(Case):
+    """A Case whose tests share one echo and one gateway, started once for the class from
+    `gateway_file()` (by default the class's GATEWAY) and the class's POLICY."""
+
+    GATEWAY = None
+    POLICY = None
+
+    @classmethod
+    def gateway_file(cls):
+        return cls.GATEWAY
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.echo = Echo()
+        try:
+            cls.gw = Gateway(cls.gateway_file(), cls.POLICY, cls.echo.port)
+        except Exception:
+            cls.echo.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+        cls.echo.stop()
+        super().tearDownClass()
+
 def main():
     """Runs the calling module's tests: argv[1] is the build directory."""
     global BUILD_DIR

@@ -121,23 +121,25 @@ class ScriptedUpstream(socketserver.ThreadingTCPServer):
             s.close()
 
 
-class Edges(h.Case):
+class Edges(h.GatewayCase):
+    POLICY = POLICY
+
+    @classmethod
+    def gateway_file(cls):
+        return GATEWAY.replace("SCRIPTED", str(cls.scripted.server_address[1]))
+
     @classmethod
     def setUpClass(cls):
-        cls.echo = h.Echo()
         cls.scripted = ScriptedUpstream()
         try:
-            cls.gw = h.Gateway(GATEWAY.replace("SCRIPTED", str(cls.scripted.server_address[1])),
-                               POLICY, cls.echo.port)
+            super().setUpClass()
         except Exception:
-            cls.echo.stop()
             cls.scripted.stop()
             raise
 
     @classmethod
     def tearDownClass(cls):
-        cls.gw.stop()
-        cls.echo.stop()
+        super().tearDownClass()
         cls.scripted.stop()
 
     def connect(self, path, xff=None, **kw):
@@ -470,23 +472,11 @@ categories:
 """
 
 
-class HttpTimeoutsAndDefaults(h.Case):
+class HttpTimeoutsAndDefaults(h.GatewayCase):
     """A gateway whose HTTP timeouts are all 1 s and whose only category, reached by the
     default route, has no websocket block (the defaults of DESIGN §6 apply)."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.echo = h.Echo()
-        try:
-            cls.gw = h.Gateway(SHORT_HTTP_TIMEOUTS, GENERAL_ONLY, cls.echo.port)
-        except Exception:
-            cls.echo.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.echo.stop()
+    GATEWAY, POLICY = SHORT_HTTP_TIMEOUTS, GENERAL_ONLY
 
     async def test_http_timeouts_do_not_cut_a_quiet_tunnel(self):
         # An upgrade on the default route: category general, default options (idle 60 s).

@@ -27,20 +27,8 @@ F = h.RawWs.frame
 TEXT, BINARY, CONT, CLOSE, PING, PONG = 0x1, 0x2, 0x0, 0x8, 0x9, 0xA
 
 
-class Hostile(h.Case):
-    @classmethod
-    def setUpClass(cls):
-        cls.echo = h.Echo()
-        try:
-            cls.gw = h.Gateway(GATEWAY, POLICY, cls.echo.port)
-        except Exception:
-            cls.echo.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.echo.stop()
+class Hostile(h.GatewayCase):
+    GATEWAY, POLICY = GATEWAY, POLICY
 
     async def open_raw(self, **kw):
         raw = await h.RawWs.open(self.gw.port, "/ws/raw",

@@ -60,20 +60,8 @@ categories:
 """
 
 
-class Limits(h.Case):
-    @classmethod
-    def setUpClass(cls):
-        cls.echo = h.Echo()
-        try:
-            cls.gw = h.Gateway(GATEWAY, POLICY, cls.echo.port)
-        except Exception:
-            cls.echo.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.echo.stop()
+class Limits(h.GatewayCase):
+    GATEWAY, POLICY = GATEWAY, POLICY
 
     def connect(self, path, xff=None, **kw):
         return h.connect(self.gw, path, xff=xff or h.new_client_address(), **kw)

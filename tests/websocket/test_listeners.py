@@ -97,21 +97,10 @@ class Tls(h.Case):
                 pass
 
 
-class ProxyProtocol(h.Case):
-    @classmethod
-    def setUpClass(cls):
-        cls.echo = h.Echo()
-        try:
-            listener = "listeners: [{ name: public, address: 127.0.0.1, port: 0, proxy_protocol: true }]\n"
-            cls.gw = h.Gateway(listener + ROUTES, POLICY, cls.echo.port)
-        except Exception:
-            cls.echo.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.echo.stop()
+class ProxyProtocol(h.GatewayCase):
+    GATEWAY = ("listeners: [{ name: public, address: 127.0.0.1, port: 0, proxy_protocol: true }]\n"
+               + ROUTES)
+    POLICY = POLICY
 
     async def connect_as(self, address):
         sock = socket.create_connection(("127.0.0.1", self.gw.port), timeout=5)

@@ -32,20 +32,8 @@ violations:
 """
 
 
-class Refusals(h.Case):
-    @classmethod
-    def setUpClass(cls):
-        cls.echo = h.Echo()
-        try:
-            cls.gw = h.Gateway(GATEWAY, POLICY, cls.echo.port)
-        except Exception:
-            cls.echo.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.echo.stop()
+class Refusals(h.GatewayCase):
+    GATEWAY, POLICY = GATEWAY, POLICY
 
     def refused(self, m0, m1, category, reason):
         key = dict(category=category, reason=reason)

@@ -34,20 +34,8 @@ categories:
 """
 
 
-class Relay(h.Case):
-    @classmethod
-    def setUpClass(cls):
-        cls.echo = h.Echo()
-        try:
-            cls.gw = h.Gateway(GATEWAY, POLICY, cls.echo.port)
-        except Exception:
-            cls.echo.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.echo.stop()
+class Relay(h.GatewayCase):
+    GATEWAY, POLICY = GATEWAY, POLICY
 
     def connect(self, path="/ws/echo", **kw):
         return h.connect(self.gw, path, xff=h.new_client_address(), **kw)
