@@ -321,6 +321,13 @@ asio::awaitable<void> throughput_reader(connection& c, const options& o, counter
   c.wake.cancel();
 }
 
+/// A writer's end: what was sent comes back before the close (2 s at most).
+asio::awaitable<void> finish(connection& c) {
+  co_await wait_for(c.wake, clock_type::now() + 2s, [&] { return c.in_flight == 0 || c.reader_done; });
+  if (c.in_flight != 0) fail(std::to_string(c.in_flight) + " messages never echoed");
+  if (!c.reader_done) co_await close(c);
+}
+
 asio::awaitable<void> throughput_writer(connection& c, const std::string& payload, const bool& stop) {
   while (!stop && !c.reader_done) {
     if (c.credits == 0) {
@@ -336,10 +343,7 @@ asio::awaitable<void> throughput_writer(connection& c, const std::string& payloa
       co_return;
     }
   }
-  // What was sent comes back before the close (2 s at most).
-  co_await wait_for(c.wake, clock_type::now() + 2s, [&] { return c.in_flight == 0 || c.reader_done; });
-  if (c.in_flight != 0) fail(std::to_string(c.in_flight) + " messages never echoed");
-  if (!c.reader_done) co_await close(c);
+  co_await finish(c);
 }
 
 asio::awaitable<void> run_throughput(asio::io_context& io, const options& o, tcp::endpoint to) {
@@ -441,9 +445,7 @@ asio::awaitable<void> latency_writer(connection& c, const options& o, latency_st
       co_return;
     }
   }
-  co_await wait_for(c.wake, clock_type::now() + 2s, [&] { return c.in_flight == 0 || c.reader_done; });
-  if (c.in_flight != 0) fail(std::to_string(c.in_flight) + " messages never echoed");
-  if (!c.reader_done) co_await close(c);
+  co_await finish(c);
 }
 
 asio::awaitable<void> run_latency(asio::io_context& io, const options& o, tcp::endpoint to) {
