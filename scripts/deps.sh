@@ -5,6 +5,7 @@ tollgate_packages=(
   cmake ninja-build g++ ccache pkg-config
   libyaml-cpp-dev catch2 libbenchmark-dev openssl
   libboost1.81-dev libssl-dev libspdlog-dev prometheus-cpp-dev curl prometheus nginx-light python3-websockets
+  libhiredis-dev redis-server redis-tools
 )
 
 install_deps() {
@@ -18,7 +19,9 @@ install_deps() {
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # RUNLEVEL=1: redis-server's package would otherwise start a Redis on port 6379 (tests start
+  # their own on free ports).
+  $sudo env RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
 # Configures and builds into build/ (Ninja, ccache when present).

@@ -17,7 +17,9 @@
 #include "gateway/net/admin.hpp"
 #include "gateway/net/server.hpp"
 #include "gateway/pow/challenge.hpp"
+#include "gateway/pow/crypto.hpp"
 #include "gateway/store/local_store.hpp"
+#include "gateway/store/redis_store.hpp"
 
 namespace {
 
@@ -44,10 +46,81 @@ std::uint64_t random_u64() {
 /// Refused rather than ignored: limits meant to be shared by every replica, each keeping its
 /// own, would be worse than not starting.
 std::string unsupported(const config::gateway_config& g) {
-  if (g.store.type == config::store_config::kind::redis) {
-    return g.file + ": store.type: the redis store is not available in this build; use memory";
+  if (g.store.type == config::store_config::kind::redis && g.store.cluster) {
+    return g.file + ": store.addresses: Redis Cluster is not available in this build yet; give "
+                    "one server as store.address";
   }
   return "";
+}
+
+/// The limiter store the configuration asks for. Throws std::runtime_error when it cannot be
+/// made (a password variable that is not set, TLS files that do not load).
+std::unique_ptr<store::decision_store> make_store(const config::store_config& c, unsigned workers) {
+  const auto& cap = c.capacity;
+  // Global limits are split into one slice per worker (limit::memory_store).
+  auto local = std::make_unique<store::local_store>(
+      limit::store_capacity{cap[0], cap[1], cap[2], cap[3], cap[4]}, random_u64(), workers);
+  if (c.type == config::store_config::kind::memory) return local;
+  store::redis_options o;
+  o.host = c.redis.front().host;
+  o.port = c.redis.front().port;
+  o.username = c.username;
+  if (!c.password_env.empty()) {
+    const char* p = std::getenv(c.password_env.c_str());
+    if (p == nullptr || *p == '\0') {
+      throw std::runtime_error("store.password_env: " + c.password_env + " is not set");
+    }
+    o.password = p;
+  }
+  o.key_prefix = c.key_prefix;
+  o.timeout = c.timeout;
+  o.connect_timeout = c.connect_timeout;
+  switch (c.fail_mode) {
+    case config::store_config::failure::local:
+      o.on_failure = store::fail_mode::local;
+      break;
+    case config::store_config::failure::open:
+      o.on_failure = store::fail_mode::open;
+      break;
+    case config::store_config::failure::closed:
+      o.on_failure = store::fail_mode::closed;
+      break;
+  }
+  if (c.tls) {
+    o.tls_ca = c.tls->ca;
+    o.tls_certificate = c.tls->certificate;
+    o.tls_private_key = c.tls->private_key;
+    o.tls_server_name = c.tls->server_name;
+  }
+  return std::make_unique<store::redis_store>(std::move(o), workers, std::move(local));
+}
+
+/// The key that hashes limit key values (API keys, tokens). Random per process with the
+/// in-process store; with Redis, replicas must hash alike to share a key's limit, so it is
+/// derived from the PoW secret, which replicas already share.
+core::siphash_key identity_key_for(const config::gateway_config& g, const std::string& secret,
+                                   bool secret_given) {
+  if (g.store.type == config::store_config::kind::memory) return {random_u64(), random_u64()};
+  if (!secret_given) {
+    spdlog::warn("{} is not set: limits keyed on headers, query parameters, cookies or bearer "
+                 "tokens are not shared with other replicas through redis",
+                 g.pow.secret_env);
+  }
+  const pow::digest d = pow::sha256("tollgate limit keys\n", secret);
+  std::uint64_t k0 = 0, k1 = 0;
+  for (int i = 0; i < 8; ++i) {
+    k0 = k0 << 8 | d[i];
+    k1 = k1 << 8 | d[8 + i];
+  }
+  return {k0, k1};
+}
+
+/// TOLLGATE_TEST_CLOCK_OFFSET_MS: moves this process's clock (tests of replicas whose clocks
+/// differ); 0 when unset.
+core::nanos test_clock_offset() {
+  const char* v = std::getenv("TOLLGATE_TEST_CLOCK_OFFSET_MS");
+  if (v == nullptr || *v == '\0') return 0;
+  return std::strtoll(v, nullptr, 10) * core::ns_per_ms;
 }
 
 int check_config(const std::string& path) {
@@ -173,22 +246,30 @@ int run(const std::string& path) {
   }
   const unsigned workers =
       cfg.workers != 0 ? cfg.workers : std::max(1u, std::thread::hardware_concurrency());
-  const auto& cap = cfg.store.capacity;
-  // Global limits are split into one slice per worker (limit::memory_store).
-  store::local_store store({cap[0], cap[1], cap[2], cap[3], cap[4]}, random_u64(), workers);
-  const core::siphash_key identity_key{random_u64(), random_u64()};
-  const core::steady_unix_clock clock;
+  std::unique_ptr<store::decision_store> store_owner;
+  try {
+    store_owner = make_store(cfg.store, workers);
+  } catch (const std::exception& e) {
+    spdlog::critical("{}: {}", cfg.file, e.what());
+    return 1;
+  }
+  store::decision_store& store = *store_owner;
+  auto* redis = dynamic_cast<store::redis_store*>(store_owner.get());
+  const core::steady_unix_clock clock(test_clock_offset());
   // The PoW secret: from the environment, or made up now (challenges then die with the
   // process, and replicas cannot verify each other's).
   std::string secret;
-  if (const char* s = std::getenv(cfg.pow.secret_env.c_str()); s != nullptr && *s != '\0') {
-    secret = s;
+  const char* given = std::getenv(cfg.pow.secret_env.c_str());
+  const bool secret_given = given != nullptr && *given != '\0';
+  if (secret_given) {
+    secret = given;
   } else {
     spdlog::warn("{} is not set: using a random PoW secret; challenges will not survive a restart",
                  cfg.pow.secret_env);
     secret.resize(32);
     pow::random_bytes(secret.data(), secret.size());
   }
+  const core::siphash_key identity_key = identity_key_for(cfg, secret, secret_given);
   policy::pow_state pow_state(secret, cfg.pow, cfg.policy.pow_counters);
   net::shared_state shared{store, clock, pow_state};
   metrics::registry metrics;
@@ -233,9 +314,24 @@ int run(const std::string& path) {
               }
               values.active_bans =
                   static_cast<double>(pow_state.violations().bans(clock.now()).size());
+              if (redis != nullptr) {
+                values.store = redis->counters();
+                values.store_degraded = redis->degraded();
+              }
               return metrics::render(server.counters(), metrics, values);
             },
-            [&] { return !draining; },
+            [&]() -> std::pair<bool, std::string> {
+              if (draining) return {false, "draining"};
+              if (redis == nullptr || !redis->degraded()) return {true, "ready"};
+              // Degraded: with fail_mode closed every request gets 503, so the balancer had
+              // better send them elsewhere; otherwise this replica still serves.
+              if (redis->on_failure() == store::fail_mode::closed) {
+                return {false, "store degraded: redis unreachable, fail_mode closed"};
+              }
+              return {true, std::string("ready (store degraded: redis unreachable, fail_mode ") +
+                                (redis->on_failure() == store::fail_mode::local ? "local" : "open") +
+                                ")"};
+            },
             [&](std::string_view method, std::string_view path) {
               return app::admin_api(pow_state, store, clock, current).handle(method, path);
             },

@@ -235,8 +235,18 @@ pow_settings read_pow(const yaml_node& n) {
   return p;
 }
 
-store_config read_store(const yaml_node& n) {
-  n.expect_keys({"type", "address", "timeout", "fail_mode", "capacity"});
+/// An environment variable's name (upper case, digits, underscores).
+void check_env_name(const yaml_node& n, const std::string& name) {
+  if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+      })) {
+    n.fail("invalid environment variable name '" + name + "'");
+  }
+}
+
+store_config read_store(const yaml_node& n, const std::string& file) {
+  n.expect_keys({"type", "address", "addresses", "username", "password_env", "tls", "key_prefix",
+                 "timeout", "connect_timeout", "fail_mode", "capacity"});
   store_config s;
   const yaml_node type = n.at("type");
   const std::string t = type.as_string();
@@ -244,7 +254,46 @@ store_config read_store(const yaml_node& n) {
     s.type = store_config::kind::memory;
   } else if (t == "redis") {
     s.type = store_config::kind::redis;
-    s.redis = read_endpoint(n.at("address"));
+    const auto one = n.get("address");
+    const auto seeds = n.get("addresses");
+    if (one && seeds) seeds->fail("give address (one server) or addresses (Cluster seeds), not both");
+    if (one) {
+      s.redis.push_back(read_endpoint(*one));
+    } else if (seeds) {
+      s.cluster = true;
+      for (const auto& e : seeds->items()) s.redis.push_back(read_endpoint(e));
+      if (s.redis.empty()) seeds->fail("expected at least one seed node");
+    } else {
+      n.at("address");  // names the missing key
+    }
+    if (auto v = n.get("username")) s.username = v->as_string();
+    if (auto v = n.get("password_env")) {
+      s.password_env = v->as_string();
+      check_env_name(*v, s.password_env);
+    }
+    if (auto v = n.get("tls")) {
+      v->expect_keys({"ca", "certificate", "private_key", "server_name"});
+      redis_tls_config tls;
+      tls.ca = resolve(file, v->at("ca").as_string());
+      if (auto c = v->get("certificate")) tls.certificate = resolve(file, c->as_string());
+      if (auto k = v->get("private_key")) tls.private_key = resolve(file, k->as_string());
+      if (tls.certificate.empty() != tls.private_key.empty()) {
+        v->fail("certificate and private_key go together");
+      }
+      if (auto h = v->get("server_name")) tls.server_name = h->as_string();
+      s.tls = tls;
+    }
+    if (auto v = n.get("key_prefix")) {
+      s.key_prefix = v->as_string();
+      // Braces would move the Cluster hash tag; spaces and controls make keys hard to read.
+      for (const char c : s.key_prefix) {
+        if (c == '{' || c == '}' || static_cast<unsigned char>(c) <= ' ' || c == 0x7f) {
+          v->fail("key_prefix may not hold braces, spaces or control characters");
+        }
+      }
+      if (s.key_prefix.size() > 64) v->fail("key_prefix is longer than 64 bytes");
+    }
+    if (auto v = n.get("connect_timeout")) s.connect_timeout = positive_duration(*v);
   } else {
     type.fail("expected memory or redis, got '" + t + "'");
   }
@@ -372,7 +421,7 @@ gateway_config read_gateway(const std::string& path) {
   }
   read_routes(root, g);
   if (auto p = root.get("pow")) g.pow = read_pow(*p);
-  if (auto s = root.get("store")) g.store = read_store(*s);
+  if (auto s = root.get("store")) g.store = read_store(*s, path);
   if (auto l = root.get("logging")) g.logging = read_logging(*l);
   return g;
 }

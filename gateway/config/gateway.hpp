@@ -106,13 +106,29 @@ struct pow_settings {
   std::uint32_t replay_cache_entries = 100'000;             ///< spent proofs remembered
 };
 
+/// TLS toward Redis (paths resolved against the gateway file).
+struct redis_tls_config {
+  std::string ca;           ///< PEM CA bundle that signs the server's certificate
+  std::string certificate;  ///< client certificate, when Redis asks for one (tls-auth-clients)
+  std::string private_key;  ///< its key
+  std::string server_name;  ///< SNI and the name verified; "" : the address's host
+  friend bool operator==(const redis_tls_config&, const redis_tls_config&) = default;
+};
+
 /// Where limiter state lives.
 struct store_config {
   enum class kind { memory, redis };
   enum class failure { local, open, closed };
-  kind type = kind::memory;                               ///< memory or redis
-  endpoint_config redis;                                  ///< redis address
-  core::duration timeout = std::chrono::milliseconds(5);  ///< per redis call
+  kind type = kind::memory;  ///< memory or redis
+  /// Redis: one server (`address`), or the seed nodes of a Cluster (`addresses`).
+  std::vector<endpoint_config> redis;
+  bool cluster = false;                                   ///< `addresses`: Redis Cluster
+  std::string username;                                   ///< ACL user; "": AUTH with the password only
+  std::string password_env;                               ///< variable holding the password; "": none
+  std::optional<redis_tls_config> tls;                    ///< TLS toward Redis
+  std::string key_prefix = "tg:";                         ///< of every key the store writes
+  core::duration timeout = std::chrono::milliseconds(5);  ///< per decision
+  core::duration connect_timeout = std::chrono::seconds(1);  ///< per connection attempt
   failure fail_mode = failure::local;                     ///< when redis is unreachable
   std::size_t capacity[5] = {1'000'000, 250'000, 1'000'000, 250'000, 100'000};  ///< per table
 };

@@ -48,8 +48,14 @@ void compare_listeners(std::vector<std::string>& out, const gateway_config& runn
 /// The limiter store and its tables.
 void compare_store(std::vector<std::string>& out, const store_config& r, const store_config& n) {
   compare(out, "store.type", r.type, n.type);
-  compare(out, "store.address", r.redis, n.redis);
+  compare(out, r.cluster ? "store.addresses" : "store.address", r.redis, n.redis);
+  compare(out, "store.addresses", r.cluster, n.cluster);
+  compare(out, "store.username", r.username, n.username);
+  compare(out, "store.password_env", r.password_env, n.password_env);
+  compare(out, "store.tls", r.tls, n.tls);
+  compare(out, "store.key_prefix", r.key_prefix, n.key_prefix);
   compare(out, "store.timeout", r.timeout, n.timeout);
+  compare(out, "store.connect_timeout", r.connect_timeout, n.connect_timeout);
   compare(out, "store.fail_mode", r.fail_mode, n.fail_mode);
   // The names of store.capacity's keys, in the order of store_config::capacity.
   static constexpr const char* tables[] = {"ipv4_individual", "ipv4_network", "ipv6_subnet",

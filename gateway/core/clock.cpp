@@ -12,11 +12,11 @@ nanos steady_ns() noexcept {
 }
 }  // namespace
 
-steady_unix_clock::steady_unix_clock() {
+steady_unix_clock::steady_unix_clock(nanos shift) {
   const nanos wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
-  offset_ = wall - steady_ns();
+  offset_ = wall - steady_ns() + shift;
 }
 
 nanos steady_unix_clock::now() const noexcept {

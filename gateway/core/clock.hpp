@@ -32,8 +32,9 @@ class clock {
 /// Thread safety: immutable after construction.
 class steady_unix_clock final : public clock {
  public:
-  /// Captures the offset between the steady clock and the system clock.
-  steady_unix_clock();
+  /// Captures the offset between the steady clock and the system clock, moved by `shift`
+  /// (tests only: replicas whose clocks differ).
+  explicit steady_unix_clock(nanos shift = 0);
   /// Steady time plus the captured offset.
   nanos now() const noexcept override;
 

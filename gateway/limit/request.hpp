@@ -31,6 +31,11 @@ struct limit_request {
   std::uint32_t cost = 1;                      ///< 1..burst of every limit
   nanos now = 0;                               ///< the instant of the request
   std::uint32_t home = 0;  ///< the slice of a global limit tried first: the worker's index
+  /// The client's coarse network (its address masked to the network or provider prefix):
+  /// the Redis hash tag of its address keys (DESIGN §11).
+  std::uint64_t network = 0;
+  std::uint8_t network_bits = 0;  ///< that prefix's length
+  bool v6 = false;                ///< an IPv6 client
 };
 
 /// One tier's result within a decision. No default member values (see limit_group).

@@ -99,6 +99,28 @@ inline constexpr std::array<double, 12> limiter_buckets = {1e-7, 2.5e-7, 5e-7, 1
 inline constexpr std::array<double, 12> upstream_buckets = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
 
+/// Where a decision of the Redis store came from (label `source` of
+/// tollgate_store_decisions_total): Redis, the over-limit cache, or `fail_mode` while Redis
+/// could not answer (local: the in-process store; open: admitted; closed: 503).
+enum class store_source : std::uint8_t { redis, cache, local, open, closed };
+inline constexpr std::array<std::string_view, 5> store_source_names = {"redis", "cache", "local",
+                                                                       "open", "closed"};
+/// Why a Redis call failed (label `kind` of tollgate_store_errors_total).
+enum class store_error : std::uint8_t {
+  timeout,   ///< no reply within store.timeout
+  connect,   ///< a connection (or its AUTH / SCRIPT LOAD) failed
+  io,        ///< a connection broke with calls in flight
+  script,    ///< an error reply (or a reply of the wrong shape)
+  oom,       ///< Redis is out of memory (maxmemory)
+  overload,  ///< too many calls in flight on one connection: not sent
+  redirect   ///< a Cluster redirection (MOVED, ASK) followed
+};
+inline constexpr std::array<std::string_view, 7> store_error_names = {
+    "timeout", "connect", "io", "script", "oom", "overload", "redirect"};
+/// Upper bounds of the buckets of tollgate_store_latency_seconds.
+inline constexpr std::array<double, 12> store_buckets = {5e-5,  1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+                                                         5e-3,  1e-2, 2.5e-2, 5e-2, 0.1,  1};
+
 /// A counter with one writer.
 /// Thread safety: add() from the owning worker only; value() from anywhere.
 class counter {
@@ -158,6 +180,13 @@ struct worker_counters {
   std::array<std::array<counter, ws_close_code_count>, 3> ws_closes;
   /// [category][reason] upgrades refused
   std::array<std::array<counter, upgrade_refusal_count>, max_names> ws_refused;
+};
+
+/// One worker's counters of the Redis store (written by that worker only).
+struct store_counters {
+  std::array<counter, store_source_names.size()> decisions;  ///< [source]
+  std::array<counter, store_error_names.size()> errors;      ///< [kind]
+  histogram<store_buckets.size()> latency;                   ///< send to reply, Redis decisions
 };
 
 /// Label values by index, assigned once per name for the life of the process.

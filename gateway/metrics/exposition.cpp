@@ -16,8 +16,8 @@ using prometheus::MetricFamily;
 using prometheus::MetricType;
 
 /// Sums one counter over every worker.
-template <class Pick>
-std::uint64_t sum(const std::vector<const worker_counters*>& workers, Pick pick) {
+template <class W, class Pick>
+std::uint64_t sum(const std::vector<const W*>& workers, Pick pick) {
   std::uint64_t total = 0;
   for (const auto* w : workers)
     total += pick(*w).value();
@@ -31,23 +31,23 @@ ClientMetric counter_metric(std::vector<ClientMetric::Label> labels, double valu
   return m;
 }
 
-template <std::size_t N, class Pick>
-ClientMetric histogram_metric(const std::vector<const worker_counters*>& workers,
+template <std::size_t N, class W, class Pick>
+ClientMetric histogram_metric(const std::vector<const W*>& workers,
                               const std::array<double, N>& bounds, Pick pick,
                               std::vector<ClientMetric::Label> labels) {
   ClientMetric m;
   m.label = std::move(labels);
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i <= N; ++i) {
-    cumulative += sum(
-        workers, [&](const worker_counters& w) -> const counter& { return pick(w).buckets[i]; });
+    cumulative +=
+        sum(workers, [&](const W& w) -> const counter& { return pick(w).buckets[i]; });
     if (i < N) m.histogram.bucket.push_back({cumulative, bounds[i]});
   }
   m.histogram.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
   m.histogram.sample_count = cumulative;
   m.histogram.sample_sum =
       static_cast<double>(sum(
-          workers, [&](const worker_counters& w) -> const counter& { return pick(w).sum_ns; })) /
+          workers, [&](const W& w) -> const counter& { return pick(w).sum_ns; })) /
       1e9;
   return m;
 }
@@ -313,6 +313,44 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   reloads.metric.push_back(
       counter_metric({{"result", "failure"}}, static_cast<double>(r.reloads_failed.load())));
   out.push_back(std::move(reloads));
+
+  if (!values.store.empty()) {
+    const auto& st = values.store;
+    auto decisions = family("tollgate_store_decisions_total",
+                            "Decisions of the Redis store, by source: redis, the over-limit "
+                            "cache, or fail_mode (local, open, closed) while Redis could not "
+                            "answer.",
+                            MetricType::Counter);
+    for (std::size_t k = 0; k < store_source_names.size(); ++k) {
+      decisions.metric.push_back(counter_metric(
+          {{"source", std::string(store_source_names[k])}},
+          static_cast<double>(
+              sum(st, [&](const store_counters& w) -> const counter& { return w.decisions[k]; }))));
+    }
+    out.push_back(std::move(decisions));
+    auto errors = family("tollgate_store_errors_total", "Failed or redirected Redis calls, by kind.",
+                         MetricType::Counter);
+    for (std::size_t k = 0; k < store_error_names.size(); ++k) {
+      errors.metric.push_back(counter_metric(
+          {{"kind", std::string(store_error_names[k])}},
+          static_cast<double>(
+              sum(st, [&](const store_counters& w) -> const counter& { return w.errors[k]; }))));
+    }
+    out.push_back(std::move(errors));
+    auto latency = family("tollgate_store_latency_seconds",
+                          "Time from sending a decision to Redis to its reply.",
+                          MetricType::Histogram);
+    latency.metric.push_back(histogram_metric(
+        st, store_buckets, [](const store_counters& w) -> const auto& { return w.latency; }, {}));
+    out.push_back(std::move(latency));
+    auto degraded = family("tollgate_store_degraded",
+                           "1 while Redis cannot be reached and fail_mode decides, else 0.",
+                           MetricType::Gauge);
+    ClientMetric m;
+    m.gauge.value = values.store_degraded ? 1 : 0;
+    degraded.metric.push_back(std::move(m));
+    out.push_back(std::move(degraded));
+  }
 
   std::ostringstream text;
   prometheus::TextSerializer().Serialize(text, out);

@@ -28,6 +28,9 @@ struct registry {
 struct scrape_values {
   std::vector<std::pair<std::string, double>> tracked_keys;  ///< level -> entries held
   double active_bans = 0;                                    ///< bans in force
+  /// The Redis store's counters per worker (none with the in-process store).
+  std::vector<const store_counters*> store;
+  bool store_degraded = false;  ///< Redis cannot be reached: fail_mode decides
 };
 
 /// The exposition of every metric, summed over `workers`.

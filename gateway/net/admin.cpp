@@ -62,9 +62,9 @@ asio::awaitable<void> serve_admin(tcp::socket socket, const admin_server::handle
     } else if (path == "/healthz") {
       res.body() = "ok\n";
     } else if (path == "/readyz") {
-      const bool ready = h.ready();
+      const auto [ready, text] = h.ready();
       res.result(ready ? http::status::ok : http::status::service_unavailable);
-      res.body() = ready ? "ready\n" : "draining\n";
+      res.body() = text + "\n";
     } else {
       res.result(http::status::not_found);
       res.body() = "not found\n";

@@ -24,7 +24,9 @@ class admin_server {
   };
   struct handlers {
     std::function<std::string()> metrics;  ///< Prometheus text exposition
-    std::function<bool()> ready;           ///< false while draining
+    /// /readyz: whether to take traffic (false while draining, or while a fail_mode closed
+    /// store cannot reach Redis) and the line that says so ("ready", "draining", ...).
+    std::function<std::pair<bool, std::string>()> ready;
     /// The admin API: method and path (under /admin/, query removed) to a JSON answer.
     std::function<reply(std::string_view method, std::string_view path)> api;
     std::string token;  ///< required as "Authorization: Bearer <token>" when not empty

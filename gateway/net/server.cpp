@@ -130,6 +130,7 @@ server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, un
   for (unsigned i = 0; i < std::max(1u, workers); ++i) {
     workers_.push_back(std::make_unique<worker>(shared_));
     workers_.back()->index = static_cast<std::uint32_t>(workers_.size() - 1);
+    shared_.store.attach(workers_.back()->index, workers_.back()->io);
     workers_.back()->adopt(initial_);
     workers_.back()->per_address = &per_address_;
     workers_.back()->tunnels_per_address = &tunnels_per_address_;

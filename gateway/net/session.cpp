@@ -438,7 +438,10 @@ task<next_step> await_limits(worker& w, connection_scratch& sc) {
   observe_check(w, start);
   if (!ec) co_return after_limits(w, sc);
   count_request(w, r, metrics::decision::error);
-  sc.problem = problem_body(503, "Service Unavailable", "the limiter store did not answer");
+  problem_writer(sc.problem, 503, "Service Unavailable")
+      .text("detail", "the limiter store did not answer")
+      .text("code", "store_unavailable")
+      .finish();
   sc.problem_fields.clear();
   co_return answer_locally(r, sc, http::status::service_unavailable, nullptr,
                            r.keep_alive && r.parser->is_done());

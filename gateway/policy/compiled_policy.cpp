@@ -137,6 +137,9 @@ limit::limit_request compiled_policy::request(const category_limits& c,
   r.now = now;
   unkeyed = 0;
   const limit::address_keys k = limit::keys_of(client, prefixes_);
+  r.network = k.coarse_key;
+  r.network_bits = limit::prefix_of(k.coarse, prefixes_);
+  r.v6 = k.coarse == level::ipv6_provider;
   for (const auto& [l, key] : {std::pair{k.fine, k.fine_key}, {k.coarse, k.coarse_key}}) {
     if (const auto* s = c.at_level(l)) r.groups[r.group_count++] = {s, key};
   }

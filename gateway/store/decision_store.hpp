@@ -16,6 +16,10 @@
 
 #include "gateway/limit/request.hpp"
 
+namespace boost::asio {
+class io_context;
+}
+
 namespace tollgate::store {
 
 /// Called once when a decision that did not complete at once is ready; an error means none
@@ -38,6 +42,14 @@ struct limit_state {
 class decision_store {
  public:
   virtual ~decision_store() = default;
+
+  /// Worker `index` runs `io` (called for each worker before any runs): a remote store opens
+  /// its connections there, and later serves that worker's requests (limit_request::home) on
+  /// them. The in-process store needs nothing.
+  virtual void attach(std::uint32_t index, boost::asio::io_context& io) {
+    (void)index;
+    (void)io;
+  }
 
   /// Decides `req` into `out` if that can be done at once, and says whether it was.
   virtual bool try_decide(const limit::limit_request& req, limit::decision& out) = 0;

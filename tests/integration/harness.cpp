@@ -259,6 +259,55 @@ std::chrono::milliseconds time_until_closed(std::uint16_t port, const std::strin
   }
 }
 
+redis_server::redis_server(std::vector<std::string> extra_args) : extra(std::move(extra_args)) {
+  static std::atomic<int> counter{0};
+  dir = std::filesystem::temp_directory_path() /
+        ("tollgate-redis-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::create_directories(dir);
+  port = free_port();
+  start();
+}
+
+redis_server::~redis_server() {
+  process.reset();
+  std::filesystem::remove_all(dir);
+}
+
+void redis_server::start() {
+  std::vector<std::string> argv = {"/usr/bin/redis-server",
+                                   "--port", std::to_string(port),
+                                   "--bind", "127.0.0.1",
+                                   "--save", "",
+                                   "--appendonly", "no",
+                                   "--daemonize", "no",
+                                   "--dir", dir.string(),
+                                   "--enable-debug-command", "local"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  process = std::make_unique<child>(argv);
+  process->wait_for_line("Ready to accept connections");
+}
+
+void redis_server::stop() {
+  if (!process) return;
+  process->signal(SIGKILL);
+  process->wait();
+  process.reset();
+}
+
+std::string redis_server::cli(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {"/usr/bin/redis-cli", "-p", std::to_string(port)};
+  for (std::size_t i = 0; i + 1 < extra.size(); ++i) {
+    if (extra[i] == "--requirepass") {
+      argv.insert(argv.end(), {"--no-auth-warning", "-a", extra[i + 1]});
+    }
+  }
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string out;
+  run_with_input(argv, "", out);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
 std::uint16_t free_port() {
   asio::io_context io;
   tcp::acceptor a(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));

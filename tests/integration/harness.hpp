@@ -118,6 +118,26 @@ class scripted_upstream {
   std::unique_ptr<impl> impl_;
 };
 
+/// A redis-server (Debian's) on a free loopback port, persisting nothing, in a directory of
+/// its own; stopped (SIGTERM) when destroyed. DEBUG commands are enabled for local clients.
+struct redis_server {
+  /// `extra` goes on its command line (e.g. {"--requirepass", "secret"}).
+  explicit redis_server(std::vector<std::string> extra = {});
+  ~redis_server();
+  redis_server(const redis_server&) = delete;
+  redis_server& operator=(const redis_server&) = delete;
+  /// Starts it again on the same port after stop() (or a kill).
+  void start();
+  /// Stops it (SIGKILL: as a crash would).
+  void stop();
+  /// Runs redis-cli with `args` against it and returns its output, trailing newline removed.
+  std::string cli(const std::vector<std::string>& args) const;
+  std::uint16_t port = 0;
+  std::filesystem::path dir;
+  std::vector<std::string> extra;
+  std::unique_ptr<child> process;
+};
+
 /// The Prometheus text of `gw`'s admin listener (`/metrics`), checked to have been served.
 std::string metrics_text(const gateway& gw);
 

@@ -397,10 +397,10 @@ TEST_CASE("tollgate --check-config reports the first error with file and line", 
   std::ofstream(dir / "g.yaml") << "listeners: [{ name: public, address: 127.0.0.1, port: 8080 }]\n"
                                    "upstreams: { app: { endpoints: ['127.0.0.1:1'] } }\n"
                                    "default_route: { category: general, upstream: app }\n"
-                                   "store: { type: redis, address: '127.0.0.1:6379' }\n"
+                                   "store: { type: redis, addresses: ['127.0.0.1:7000'] }\n"
                                    "policies: [p.yaml]\n";
   child redis({built("tollgate"), "--check-config", (dir / "g.yaml").string()});
-  CHECK(redis.wait_for_line("store").find("store.type: the redis store is not available") !=
+  CHECK(redis.wait_for_line("store").find("store.addresses: Redis Cluster is not available") !=
         std::string::npos);
   CHECK(redis.wait() == 1);
   std::filesystem::remove_all(dir);

@@ -115,7 +115,9 @@ TEST_CASE("gateway options parse", "[config]") {
   CHECK(g.routes[0].kind == path_match::glob);
   CHECK(g.routes[0].line == 8);
   CHECK(g.store.type == store_config::kind::redis);
-  CHECK(g.store.redis == endpoint_config{"::1", 6379});
+  CHECK(g.store.redis == std::vector<endpoint_config>{{"::1", 6379}});
+  CHECK_FALSE(g.store.cluster);
+  CHECK(g.store.key_prefix == "tg:");
   CHECK(g.store.fail_mode == store_config::failure::closed);
   CHECK(g.store.capacity[4] == 7u);
   CHECK(g.logging.access_log);
@@ -273,6 +275,20 @@ TEST_CASE("every gateway error names file, line and key", "[config]") {
       {minimal + "store: { type: disk }\n",
        "g.yaml:5: store.type: expected memory or redis, got 'disk'"},
       {minimal + "store: { type: redis }\n", "g.yaml:5: store.address: missing required key"},
+      {minimal + "store: { type: redis, address: 'a:1', addresses: ['b:2'] }\n",
+       "g.yaml:5: store.addresses: give address (one server) or addresses (Cluster seeds), not "
+       "both"},
+      {minimal + "store: { type: redis, addresses: [] }\n",
+       "g.yaml:5: store.addresses: expected at least one seed node"},
+      {minimal + "store: { type: redis, address: 'a:1', key_prefix: 'x{y' }\n",
+       "g.yaml:5: store.key_prefix: key_prefix may not hold braces, spaces or control characters"},
+      {minimal + "store: { type: redis, address: 'a:1', password_env: 'lower' }\n",
+       "g.yaml:5: store.password_env: invalid environment variable name 'lower'"},
+      {minimal + "store: { type: redis, address: 'a:1', tls: { ca: c.pem, certificate: x.pem } }\n",
+       "g.yaml:5: store.tls: certificate and private_key go together"},
+      {minimal + "store: { type: redis, address: 'a:1', tls: { cert: x.pem } }\n",
+       "g.yaml:5: store.tls.cert: unknown key (expected ca, certificate, private_key or "
+       "server_name)"},
       {minimal + "store: { type: memory, fail_mode: maybe }\n",
        "g.yaml:5: store.fail_mode: expected local, open or closed, got 'maybe'"},
       {minimal + "store: { type: memory, capacity: { ipv4_individual: 0 } }\n",

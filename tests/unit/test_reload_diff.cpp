@@ -104,9 +104,15 @@ const std::vector<row> rows = {
      {"store.type"}},
     {"the store address",
      [](gateway_config& g) {
-       g.store.redis = {"10.0.0.1", 6379};
+       g.store.redis = {{"10.0.0.1", 6379}};
      },
      {"store.address"}},
+    {"the store key prefix", [](gateway_config& g) { g.store.key_prefix = "other:"; },
+     {"store.key_prefix"}},
+    {"the store password variable", [](gateway_config& g) { g.store.password_env = "PW"; },
+     {"store.password_env"}},
+    {"store TLS", [](gateway_config& g) { g.store.tls = redis_tls_config{"ca.pem", "", "", ""}; },
+     {"store.tls"}},
     {"the store timeout",
      [](gateway_config& g) { g.store.timeout = std::chrono::milliseconds(1); },
      {"store.timeout"}},

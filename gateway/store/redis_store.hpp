@@ -1,0 +1,74 @@
+#pragma once
+/// The Redis store (DESIGN §11): replicas share limiter state in one Redis. Each decision is
+/// one EVALSHA of the GCRA script on the worker's own pipelined connection; a key Redis found
+/// over its limit is answered from the worker's over-limit cache until its wait ends; when
+/// Redis cannot answer within `timeout`, `fail_mode` decides (local: the in-process store,
+/// open: admit without headers, closed: 503 store_unavailable), and the links reconnect by
+/// themselves.
+
+#include <boost/asio/ssl/context.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gateway/metrics/counters.hpp"
+#include "gateway/store/decision_store.hpp"
+#include "gateway/store/local_store.hpp"
+
+namespace tollgate::store {
+
+/// What `fail_mode` does while Redis cannot answer.
+enum class fail_mode : std::uint8_t { local, open, closed };
+
+/// The Redis store's settings (from config::store_config).
+struct redis_options {
+  std::string host;                                                   ///< the server
+  std::uint16_t port = 6379;                                          ///< its port
+  std::string username;                                               ///< ACL user, or ""
+  std::string password;                                               ///< "": no AUTH
+  std::string key_prefix = "tg:";                                     ///< of every key
+  std::chrono::nanoseconds timeout{std::chrono::milliseconds(5)};     ///< per decision
+  std::chrono::nanoseconds connect_timeout{std::chrono::seconds(1)};  ///< per attempt
+  fail_mode on_failure = fail_mode::local;                            ///< fail_mode
+  /// TLS toward Redis: CA bundle (empty: no TLS), client certificate and key, server name.
+  std::string tls_ca, tls_certificate, tls_private_key, tls_server_name;
+};
+
+/// Thread safety: try_decide and start_decide on the worker's thread of limit_request::home
+/// (the one attached under that index); the rest from any thread.
+class redis_store final : public decision_store {
+ public:
+  /// A store for `workers` workers; `fallback` is the in-process store of fail_mode local.
+  /// Throws std::runtime_error when the TLS files cannot be loaded.
+  redis_store(redis_options o, std::uint32_t workers, std::unique_ptr<local_store> fallback);
+  ~redis_store() override;
+
+  void attach(std::uint32_t index, boost::asio::io_context& io) override;
+  bool try_decide(const limit::limit_request& req, limit::decision& out) override;
+  void start_decide(const limit::limit_request& req, limit::decision& out,
+                    decide_handler done) override;
+  /// The in-process fallback's tables (what fail_mode local holds).
+  std::vector<table_size> tracked() const override;
+  /// The in-process fallback's state (Redis's is not read from the admin thread).
+  std::optional<limit_state> state_of(const limit::limit_spec& spec, std::uint64_t key) override;
+
+  /// Whether some worker cannot reach Redis (fail_mode decides its requests).
+  bool degraded() const noexcept;
+  /// Every worker's counters, for a scrape.
+  std::vector<const metrics::store_counters*> counters() const;
+  /// fail_mode.
+  fail_mode on_failure() const noexcept { return o_.on_failure; }
+
+ private:
+  class worker_side;
+
+  redis_options o_;                                    ///< settings
+  std::unique_ptr<boost::asio::ssl::context> tls_;     ///< TLS toward Redis, when configured
+  std::unique_ptr<local_store> fallback_;              ///< fail_mode local
+  std::vector<std::unique_ptr<worker_side>> workers_;  ///< by index
+};
+
+}  // namespace tollgate::store

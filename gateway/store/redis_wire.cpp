@@ -1,0 +1,383 @@
+#include "gateway/store/redis_wire.hpp"
+
+#include <hiredis/hiredis.h>
+#include <openssl/sha.h>
+
+#include <charconv>
+#include <cstdio>
+
+#include "gateway/core/address.hpp"
+
+namespace tollgate::store::redis {
+
+namespace {
+
+// Lua numbers are doubles, exact to 2^53 only: nanoseconds since 1970 (~1.8e18) do not fit.
+// Every instant is therefore two limbs (seconds, nanoseconds below 1e9), and every product
+// is a limb times a count of at most max_burst (1e6): at most 1e15, exact. Redis's TIME has
+// microsecond resolution; the arithmetic on it is exact to the nanosecond.
+constexpr std::string_view script_text = R"lua(-- tollgate GCRA v1 (DESIGN §3, §11)
+local B = 1000000000
+local sub, tonumber, floor = string.sub, tonumber, math.floor
+local argv, keys = ARGV, KEYS
+local now_s, now_n
+if argv[1] == '' then
+  local t = redis.call('TIME')
+  now_s, now_n = tonumber(t[1]), tonumber(t[2]) * 1000
+else
+  now_s, now_n = tonumber(sub(argv[1], 1, -10)) or 0, tonumber(sub(argv[1], -9))
+end
+local c = tonumber(argv[2])
+local n = #keys
+local vals = redis.call('MGET', unpack(keys))
+local out = {0, 0, now_s, now_n}
+local nv = {}
+local ok_e, ok_s = true, true
+
+-- One tier: stored tat (ts, tn) against T and burst. Returns allowed and the new tat when
+-- allowed, the stored one (clamped) when not.
+local function tier(ts, tn, T, burst)
+  local Ts = floor(T / B)
+  local Tn = T - Ts * B
+  -- tat = clamp(tat, now, now + burst * T)
+  if ts < now_s or (ts == now_s and tn < now_n) then ts, tn = now_s, now_n end
+  local x = Tn * burst
+  local k = floor(x / B)
+  local cs, cn = now_s + Ts * burst + k, now_n + x - k * B
+  if cn >= B then cs, cn = cs + 1, cn - B end
+  if ts > cs or (ts == cs and tn > cn) then ts, tn = cs, cn end
+  -- allowed when tat <= now + (burst - c) * T, i.e. now >= tat + (c - 1) T - tau
+  x = Tn * (burst - c)
+  k = floor(x / B)
+  local ls, ln = now_s + Ts * (burst - c) + k, now_n + x - k * B
+  if ln >= B then ls, ln = ls + 1, ln - B end
+  if ts < ls or (ts == ls and tn <= ln) then
+    x = Tn * c
+    k = floor(x / B)
+    ts, tn = ts + Ts * c + k, tn + x - k * B
+    if tn >= B then ts, tn = ts + 1, tn - B end
+    return true, ts, tn
+  end
+  return false, ts, tn
+end
+
+for g = 1, n do
+  local b = 3 + (g - 1) * 5
+  local shadow = argv[b] == '1'
+  local v = vals[g]
+  local s0, n0, s1, n1 = 0, 0, 0, 0
+  if v and #v == 41 then
+    s0, n0 = tonumber(sub(v, 1, 11)) or 0, tonumber(sub(v, 12, 20)) or 0
+    s1, n1 = tonumber(sub(v, 22, 32)) or 0, tonumber(sub(v, 33, 41)) or 0
+  end
+  local w = (g - 1) * 4
+  nv[w + 1], nv[w + 2], nv[w + 3], nv[w + 4] = s0, n0, s1, n1
+  for t = 0, 1 do
+    local burst = tonumber(argv[b + 2 + 2 * t])
+    if burst > 0 then
+      local ok, ts, tn = tier(t == 0 and s0 or s1, t == 0 and n0 or n1,
+                              tonumber(argv[b + 1 + 2 * t]), burst)
+      if ok then
+        nv[w + 1 + 2 * t], nv[w + 2 + 2 * t] = ts, tn
+      elseif shadow then
+        ok_s = false
+      else
+        ok_e = false
+      end
+      ts, tn = ts - now_s, tn - now_n
+      if tn < 0 then ts, tn = ts - 1, tn + B end
+      out[#out + 1] = ok and 1 or 0
+      out[#out + 1] = ts
+      out[#out + 1] = tn
+    else
+      out[#out + 1] = -1
+      out[#out + 1] = 0
+      out[#out + 1] = 0
+    end
+  end
+end
+if ok_e then
+  out[1] = 1
+  if not ok_s then out[2] = 1 end
+  for g = 1, n do
+    if ok_s or argv[3 + (g - 1) * 5] ~= '1' then
+      local w = (g - 1) * 4
+      local xs, xn = nv[w + 1], nv[w + 2]
+      if nv[w + 3] > xs or (nv[w + 3] == xs and nv[w + 4] > xn) then xs, xn = nv[w + 3], nv[w + 4] end
+      redis.call('SET', keys[g],
+                 string.format('%011d%09d %011d%09d', nv[w + 1], nv[w + 2], nv[w + 3], nv[w + 4]),
+                 'PXAT', xs * 1000 + math.ceil(xn / 1000000))
+    end
+  end
+end
+return out
+)lua";
+
+std::string sha1_hex(std::string_view s) {
+  unsigned char digest[SHA_DIGEST_LENGTH];
+  SHA1(reinterpret_cast<const unsigned char*>(s.data()), s.size(), digest);
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (const unsigned char b : digest) {
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
+}
+
+void append_uint(std::string& out, std::uint64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+void append_ipv4(std::string& out, std::uint32_t a) {
+  for (int i = 3; i >= 0; --i) {
+    append_uint(out, (a >> (8 * i)) & 0xff);
+    if (i != 0) out += '.';
+  }
+}
+
+void append_hex(std::string& out, std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  out.append(buf, 16);
+}
+
+void append_address(std::string& out, bool v6, std::uint64_t key) {
+  if (v6) {
+    out += core::address::from_v6(key, 0).to_string();
+  } else {
+    append_ipv4(out, static_cast<std::uint32_t>(key));
+  }
+}
+
+/// A reply element that is an integer, or nothing.
+bool integer_at(const redisReply& r, std::size_t i, long long& v) {
+  if (i >= r.elements || r.element[i] == nullptr || r.element[i]->type != REDIS_REPLY_INTEGER) {
+    return false;
+  }
+  v = r.element[i]->integer;
+  return true;
+}
+
+}  // namespace
+
+std::string_view gcra_script() noexcept { return script_text; }
+
+const std::string& gcra_sha() noexcept {
+  static const std::string sha = sha1_hex(script_text);
+  return sha;
+}
+
+std::uint16_t crc16(std::string_view s) noexcept {
+  std::uint16_t crc = 0;
+  for (const char ch : s) {
+    crc ^= static_cast<std::uint16_t>(static_cast<unsigned char>(ch)) << 8;
+    for (int i = 0; i < 8; ++i) {
+      crc = (crc & 0x8000) != 0 ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021)
+                                : static_cast<std::uint16_t>(crc << 1);
+    }
+  }
+  return crc;
+}
+
+std::uint16_t key_slot(std::string_view key) noexcept {
+  // The hash tag: what lies between the first '{' and the next '}', when not empty.
+  if (const auto open = key.find('{'); open != std::string_view::npos) {
+    const auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) {
+      key = key.substr(open + 1, close - open - 1);
+    }
+  }
+  return crc16(key) & 16383;
+}
+
+void append_network(std::string& out, const limit::limit_request& req) {
+  append_address(out, req.v6, req.network);
+  out += '/';
+  append_uint(out, req.network_bits);
+}
+
+void append_key(std::string& out, std::string_view prefix, const limit::limit_request& req,
+                std::uint8_t g) {
+  const limit::limit_group& group = req.groups[g];
+  const limit::limit_spec& spec = *group.spec;
+  out += '{';
+  out += prefix;
+  switch (spec.source) {
+    case limit::key_source::address:
+      append_network(out, req);
+      out += '}';
+      out += spec.state_name;
+      out += ':';
+      append_address(out, req.v6, group.key);
+      return;
+    case limit::key_source::global:
+      out += spec.state_name;
+      out += '}';
+      return;
+    default:
+      out += spec.state_name;
+      out += ':';
+      append_hex(out, group.key);
+      out += '}';
+      return;
+  }
+}
+
+void build_call(command_args& out, std::string_view verb, std::string_view script_ref,
+                std::string_view prefix, const limit::limit_request& req,
+                std::string_view now_arg) {
+  // Arguments are written back to back into storage first and pointed at afterwards, since
+  // the string may move while it grows.
+  std::string& s = out.storage;
+  s.clear();
+  std::array<std::size_t, command_args::max_args> ends{};
+  int n = 0;
+  auto end_arg = [&] { ends[n++] = s.size(); };
+  s += verb;
+  end_arg();
+  s += script_ref;
+  end_arg();
+  append_uint(s, req.group_count);
+  end_arg();
+  for (std::uint8_t g = 0; g < req.group_count; ++g) {
+    append_key(s, prefix, req, g);
+    end_arg();
+  }
+  s += now_arg;
+  end_arg();
+  append_uint(s, req.cost);
+  end_arg();
+  for (std::uint8_t g = 0; g < req.group_count; ++g) {
+    const limit::limit_spec& spec = *req.groups[g].spec;
+    s += spec.shadow ? '1' : '0';
+    end_arg();
+    for (const limit::gcra_params& p : spec.tiers) {
+      append_uint(s, p.burst == 0 ? 0 : static_cast<std::uint64_t>(p.emission));
+      end_arg();
+      append_uint(s, p.burst);
+      end_arg();
+    }
+  }
+  std::size_t start = 0;
+  for (int i = 0; i < n; ++i) {
+    out.argv[i] = s.data() + start;
+    out.lengths[i] = ends[i] - start;
+    start = ends[i];
+  }
+  out.count = n;
+}
+
+bool append_command(std::string& out, const command_args& args) {
+  char* cmd = nullptr;
+  // hiredis 0.14 takes `const char**` (it reads only).
+  const int len = redisFormatCommandArgv(&cmd, args.count, const_cast<const char**>(args.argv.data()),
+                                         args.lengths.data());
+  if (len < 0 || cmd == nullptr) return false;
+  out.append(cmd, static_cast<std::size_t>(len));
+  redisFreeCommand(cmd);
+  return true;
+}
+
+bool append_command(std::string& out, std::initializer_list<std::string_view> args) {
+  command_args a;
+  for (const std::string_view v : args) {
+    a.argv[a.count] = v.data();
+    a.lengths[a.count] = v.size();
+    ++a.count;
+  }
+  return append_command(out, a);
+}
+
+bool decode_decision(const redisReply& reply, const limit::limit_request& req,
+                     limit::decision& out, core::nanos* redis_now) {
+  if (reply.type != REDIS_REPLY_ARRAY) return false;
+  if (reply.elements != 4 + std::size_t{req.group_count} * 6) return false;
+  long long admitted = 0, shadow = 0, now_s = 0, now_n = 0;
+  if (!integer_at(reply, 0, admitted) || !integer_at(reply, 1, shadow) ||
+      !integer_at(reply, 2, now_s) || !integer_at(reply, 3, now_n)) {
+    return false;
+  }
+  if (redis_now != nullptr) *redis_now = now_s * 1'000'000'000LL + now_n;
+  out = limit::decision{};
+  out.admitted = admitted == 1;
+  out.shadow_limited = out.admitted && shadow == 1;
+  std::size_t i = 4;
+  for (std::uint8_t g = 0; g < req.group_count; ++g) {
+    const limit::limit_spec& spec = *req.groups[g].spec;
+    for (std::uint8_t t = 0; t < 2; ++t, i += 3) {
+      long long allowed = 0, ds = 0, dn = 0;
+      if (!integer_at(reply, i, allowed) || !integer_at(reply, i + 1, ds) ||
+          !integer_at(reply, i + 2, dn)) {
+        return false;
+      }
+      const limit::gcra_params& p = spec.tiers[t];
+      if (p.burst == 0) {
+        if (allowed != -1) return false;
+        continue;
+      }
+      if (allowed == -1 || ds < 0 || dn < 0 || dn >= 1'000'000'000 ||
+          ds > 9'000'000'000LL) {
+        return false;
+      }
+      // Relative to Redis's now, placed on the gateway's: remaining, Retry-After and the
+      // policy's t= are differences, so a gateway clock that differs from Redis's changes
+      // only the absolute X-RateLimit-Reset.
+      const core::nanos d = ds * 1'000'000'000LL + dn;
+      const core::nanos wait =
+          allowed == 1 ? 0
+                       : d - static_cast<core::nanos>(p.burst - req.cost) * p.emission;
+      if (allowed == 0 && wait <= 0) return false;
+      out.limits[out.count++] = {req.now + d, wait, g, static_cast<limit::tier>(t)};
+    }
+  }
+  limit::choose_binding(req, out);
+  return true;
+}
+
+std::optional<redirect> parse_redirect(std::string_view e) {
+  redirect r;
+  if (e.starts_with("MOVED ")) {
+    e.remove_prefix(6);
+  } else if (e.starts_with("ASK ")) {
+    r.ask = true;
+    e.remove_prefix(4);
+  } else {
+    return std::nullopt;
+  }
+  const auto space = e.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  unsigned slot = 0;
+  const auto [sp, sec] = std::from_chars(e.data(), e.data() + space, slot);
+  if (sec != std::errc() || sp != e.data() + space || slot > 16383) return std::nullopt;
+  r.slot = static_cast<std::uint16_t>(slot);
+  const std::string_view where = e.substr(space + 1);
+  const auto colon = where.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
+  unsigned port = 0;
+  const auto [pp, pec] = std::from_chars(where.data() + colon + 1, where.data() + where.size(), port);
+  if (pec != std::errc() || pp != where.data() + where.size() || port == 0 || port > 65535) {
+    return std::nullopt;
+  }
+  r.port = static_cast<std::uint16_t>(port);
+  std::string_view host = where.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  r.host = std::string(host);
+  return r;
+}
+
+std::string_view error_kind(std::string_view e) noexcept {
+  if (e.starts_with("NOSCRIPT")) return "noscript";
+  if (e.starts_with("OOM")) return "oom";
+  if (e.starts_with("BUSY")) return "busy";
+  if (e.starts_with("MOVED") || e.starts_with("ASK")) return "redirect";
+  if (e.starts_with("TRYAGAIN")) return "tryagain";
+  if (e.starts_with("CLUSTERDOWN")) return "clusterdown";
+  return "script";
+}
+
+}  // namespace tollgate::store::redis

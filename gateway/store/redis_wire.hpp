@@ -1,0 +1,90 @@
+#pragma once
+/// What the Redis store says to Redis and how it reads the answers (DESIGN §11), without a
+/// socket: the GCRA script, key names, the command of one decision, the decoding of its reply,
+/// Cluster slots and redirections. RESP itself is hiredis's (formatting and reading).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "gateway/limit/request.hpp"
+
+struct redisReply;
+
+namespace tollgate::store::redis {
+
+/// The script that evaluates and commits every limit of one request, all-or-nothing, with
+/// the GCRA of DESIGN §3 in integer nanoseconds on Redis's clock (`TIME`).
+///
+/// KEYS: one per group of the request. ARGV[1]: "" (Redis time) or a decimal nanosecond
+/// instant (tests only); ARGV[2]: the cost; then five per group: shadow (0|1), T and burst of
+/// the short tier, T and burst of the long tier (burst 0: no such tier).
+/// Reply: admitted, shadow_limited, Redis's now (seconds, nanoseconds), then per group and
+/// tier: allowed (1, 0; -1 when the tier is absent), tat − now (seconds, nanoseconds).
+/// Stored value per key: both tiers' tat as "%011d%09d %011d%09d" (seconds, nanoseconds), and
+/// the key expires when its later tat passes (PXAT), so idle keys cost no memory.
+std::string_view gcra_script() noexcept;
+/// SHA-1 of gcra_script() in lower-case hex (what EVALSHA names it by).
+const std::string& gcra_sha() noexcept;
+
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag, modulo 16384.
+std::uint16_t key_slot(std::string_view key) noexcept;
+/// CRC16/XMODEM of `s` (the Cluster specification's).
+std::uint16_t crc16(std::string_view s) noexcept;
+
+/// Appends the Redis key of group `g` of `req` to `out`:
+/// - address levels: `{<prefix><coarse network>}<state name>:<prefix text>`, so that one
+///   request's address keys share a Cluster slot, e.g.
+///   `{tg:198.51.100.0/24}auth/ipv4_individual/32:198.51.100.7`;
+/// - other keys: `{<prefix><state name>:<hashed value, hex>}`; a global limit:
+///   `{<prefix><state name>}`.
+void append_key(std::string& out, std::string_view prefix, const limit::limit_request& req,
+                std::uint8_t g);
+
+/// The request's coarse network as the hash tag's text ("198.51.100.0/24", "2001:db8::/48").
+void append_network(std::string& out, const limit::limit_request& req);
+
+/// The arguments of one decision's EVALSHA (or EVAL, when `sha` holds the script), in
+/// `argv`/`lengths` pointing into `storage`.
+struct command_args {
+  static constexpr std::size_t max_args = 4 + limit::max_groups * 6;
+  std::string storage;                            ///< key names and numbers, back to back
+  std::array<const char*, max_args> argv{};       ///< for redisFormatCommandArgv
+  std::array<std::size_t, max_args> lengths{};    ///< of each argument
+  int count = 0;                                  ///< arguments used
+};
+
+/// Fills `out` with the script call deciding groups [first, first + n) of `req` (all of them:
+/// first 0, n = group_count). `now_arg` is "" in production (Redis time).
+void build_call(command_args& out, std::string_view verb, std::string_view script_ref,
+                std::string_view prefix, const limit::limit_request& req,
+                std::string_view now_arg = {});
+
+/// Formats `args` as one RESP command (hiredis) and appends it to `out`. False when hiredis
+/// could not (out of memory).
+bool append_command(std::string& out, const command_args& args);
+/// Formats a command of plain arguments and appends it to `out`.
+bool append_command(std::string& out, std::initializer_list<std::string_view> args);
+
+/// Reads the script's reply into `out` for `req` (the outcomes' tats on the gateway's clock,
+/// req.now + the relative time Redis returned) and chooses the binding tiers. False when the
+/// reply does not have the script's shape (then `out` is unspecified).
+bool decode_decision(const redisReply& reply, const limit::limit_request& req,
+                     limit::decision& out, core::nanos* redis_now = nullptr);
+
+/// A `MOVED` or `ASK` error reply: where the slot's keys are (now or for this command).
+struct redirect {
+  bool ask = false;        ///< ASK: ask that node once (with ASKING), keep the slot map
+  std::uint16_t slot = 0;  ///< the slot
+  std::string host;        ///< the node
+  std::uint16_t port = 0;  ///< its port
+};
+/// Parses `MOVED 3999 127.0.0.1:6381` or `ASK ...`; nothing for anything else.
+std::optional<redirect> parse_redirect(std::string_view error);
+
+/// Classifies an error reply for the error metric: "noscript", "oom", "busy", "redirect",
+/// "tryagain", "clusterdown", or "script" for anything else.
+std::string_view error_kind(std::string_view error) noexcept;
+
+}  // namespace tollgate::store::redis

@@ -1,0 +1,1 @@
+// Gateway processes sharing one Redis (written next).

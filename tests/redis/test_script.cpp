@@ -1,0 +1,1 @@
+// The GCRA script against the in-process store (written next).

@@ -1,0 +1,1 @@
+// Redis wire helpers (written next).
