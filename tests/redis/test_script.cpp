@@ -1,1 +1,275 @@
-// The GCRA script against the in-process store (written next).
+// The GCRA script on a real redis-server against the in-process store: the same requests at
+// the same instants (the script's test-only "now" argument) must give identical decisions,
+// identical tats and waits, and so identical header values.
+
+#include <catch2/catch.hpp>
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../integration/harness.hpp"
+#include "../unit/support.hpp"
+#include "gateway/limit/headers.hpp"
+#include "gateway/limit/memory_store.hpp"
+#include "gateway/store/redis_wire.hpp"
+
+using namespace tollgate;
+using namespace tollgate::limit;
+using namespace tollgate::test;
+namespace redis = tollgate::store::redis;
+
+namespace {
+
+struct context_free {
+  void operator()(redisContext* c) const noexcept { redisFree(c); }
+};
+struct reply_free {
+  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using reply_ptr = std::unique_ptr<redisReply, reply_free>;
+
+/// A blocking hiredis connection deciding requests through the script.
+class script_client {
+ public:
+  explicit script_client(std::uint16_t port) : c_(redisConnect("127.0.0.1", port)) {
+    REQUIRE(c_);
+    REQUIRE(c_->err == 0);
+    reply_ptr r(static_cast<redisReply*>(redisCommand(c_.get(), "SCRIPT LOAD %b",
+                                                      redis::gcra_script().data(),
+                                                      redis::gcra_script().size())));
+    REQUIRE(r);
+    REQUIRE(r->type == REDIS_REPLY_STRING);
+    REQUIRE(std::string(r->str, r->len) == redis::gcra_sha());
+  }
+
+  /// The script's decision on `req` at req.now ("" for Redis's own clock).
+  decision decide(const limit_request& req, bool redis_time = false) {
+    redis::command_args a;
+    const std::string now = std::to_string(req.now);
+    redis::build_call(a, "EVALSHA", redis::gcra_sha(), "t:", req, redis_time ? "" : now);
+    reply_ptr r(static_cast<redisReply*>(
+        redisCommandArgv(c_.get(), a.count, const_cast<const char**>(a.argv.data()), a.lengths.data())));
+    REQUIRE(r);
+    INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
+    decision d;
+    REQUIRE(redis::decode_decision(*r, req, d));
+    return d;
+  }
+
+  /// A command's reply.
+  reply_ptr command(const char* text) {
+    return reply_ptr(static_cast<redisReply*>(redisCommand(c_.get(), text)));
+  }
+  reply_ptr command(const char* format, const std::string& arg) {
+    return reply_ptr(static_cast<redisReply*>(redisCommand(c_.get(), format, arg.c_str())));
+  }
+
+ private:
+  std::unique_ptr<redisContext, context_free> c_;
+};
+
+/// Now, as Unix nanoseconds, plus `ahead`: the script's test clock must run ahead of Redis's,
+/// or the keys' expiry (PXAT at the tat) would lie in the past and delete them at once.
+nanos unix_now_plus(nanos ahead) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+             .count() +
+         ahead;
+}
+
+/// Everything a client could see of two decisions must agree.
+void require_same(const limit_request& req, const decision& local, const decision& script) {
+  REQUIRE(script.admitted == local.admitted);
+  REQUIRE(script.shadow_limited == local.shadow_limited);
+  REQUIRE(script.count == local.count);
+  for (std::uint8_t i = 0; i < local.count; ++i) {
+    CAPTURE(i);
+    REQUIRE(script.limits[i].group == local.limits[i].group);
+    REQUIRE(script.limits[i].tier == local.limits[i].tier);
+    REQUIRE(script.limits[i].tat == local.limits[i].tat);
+    REQUIRE(script.limits[i].wait == local.limits[i].wait);
+  }
+  REQUIRE(script.binding == local.binding);
+  REQUIRE(script.shadow_binding == local.shadow_binding);
+  if (local.binding != no_binding) {
+    const binding_view a = binding_of(req, local), b = binding_of(req, script);
+    REQUIRE(a.remaining == b.remaining);
+    REQUIRE(reset_unix_seconds(a) == reset_unix_seconds(b));
+    if (!local.admitted) REQUIRE(retry_after_seconds(a.wait) == retry_after_seconds(b.wait));
+    std::string fa, fb;
+    append_ratelimit_field(fa, a, req.now);
+    append_ratelimit_field(fb, b, req.now);
+    REQUIRE(fa == fb);
+  }
+}
+
+limit_spec named(limit_spec s, std::string state) {
+  s.state_name = std::move(state);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the script decides the unit tests' GCRA cases as the in-process store does",
+          "[redis][script]") {
+  redis_server server;
+  script_client client(server.port);
+  memory_store local({}, 1, 1);
+  const nanos t0 = unix_now_plus(7200 * sec);
+
+  // Individual 10/s burst 5 with 100/h burst 50; network 10/s burst 3 (binds first).
+  const limit_spec fine = named(group(params(10, sec, 5), params(100, 3600 * sec, 50), 1),
+                                "a/ipv4_individual/32");
+  const limit_spec coarse =
+      named(group(params(10, sec, 3), {}, 2, level::ipv4_network), "a/ipv4_network/24");
+  struct step {
+    const char* addr;
+    nanos at;
+    std::uint32_t cost;
+  };
+  // A burst, a rejection at the network level, refills by time, a dearer request, idle time.
+  const std::vector<step> steps = {
+      {"198.51.100.9", 0, 1},        {"198.51.100.9", 0, 1},          {"198.51.100.9", 0, 1},
+      {"198.51.100.9", 0, 1},        {"198.51.100.10", 50 * ms, 1},   {"198.51.100.9", 100 * ms, 1},
+      {"198.51.100.9", 100 * ms, 1}, {"198.51.100.10", 250 * ms, 2},  {"198.51.100.10", 500 * ms, 2},
+      {"198.51.100.9", 3 * sec, 3},  {"198.51.100.9", 3 * sec, 1},    {"198.51.100.9", 3600 * sec, 1}};
+  for (const step& s : steps) {
+    CAPTURE(s.addr, s.at, s.cost);
+    const auto req = ipv4_request(s.addr, &fine, &coarse, t0 + s.at, s.cost);
+    require_same(req, local.decide(req), client.decide(req));
+  }
+}
+
+TEST_CASE("random limit sets, costs and instants decide identically in the script and in "
+          "process",
+          "[redis][script]") {
+  redis_server server;
+  script_client client(server.port);
+  memory_store local({}, 1, 1);
+  std::mt19937_64 rnd(20261123);
+  const nanos t0 = unix_now_plus(7200 * sec);
+  nanos now = t0;
+
+  // Limits with awkward constants: T of 1 ns, a third of a second, an hour; bursts from 1 to
+  // the maximum; a shadowed limit, a header-keyed one, a global one.
+  const std::vector<gcra_params> shapes = {
+      params(1'000'000'000, sec, 1), params(3, sec, 2),       params(10, sec, 5),
+      params(1, 3600 * sec, 3),      params(7, 60 * sec, 1'000'000), params(1000, sec, 1000),
+      params(1, sec, 1)};
+  std::vector<limit_spec> specs;
+  for (std::uint32_t i = 0; i < 24; ++i) {
+    const gcra_params s = shapes[rnd() % shapes.size()];
+    const gcra_params l = rnd() % 2 == 0 ? gcra_params{} : shapes[rnd() % shapes.size()];
+    limit_spec spec;
+    switch (i % 4) {
+      case 0:
+        spec = group(s, l, 100 + i);
+        break;
+      case 1:
+        spec = group(s, l, 100 + i, level::ipv4_network);
+        break;
+      case 2:
+        spec = keyed("k" + std::to_string(i), key_source::header, s, 100 + i);
+        spec.tiers[1] = l;
+        break;
+      default:
+        spec = keyed("g" + std::to_string(i), key_source::global, s, 100 + i);
+        spec.tiers[1] = l;
+        break;
+    }
+    spec.shadow = rnd() % 5 == 0;
+    spec.state_name = "r/" + std::to_string(i);
+    specs.push_back(spec);
+  }
+
+  int admitted = 0, rejected = 0, shadowed = 0;
+  for (int n = 0; n < 20000; ++n) {
+    // Time moves by nothing, by nanoseconds, by milliseconds or by hours.
+    switch (rnd() % 6) {
+      case 0:
+        break;
+      case 1:
+        now += static_cast<nanos>(rnd() % 1000);
+        break;
+      case 2:
+      case 3:
+        now += static_cast<nanos>(rnd() % (200 * ms));
+        break;
+      case 4:
+        now += static_cast<nanos>(rnd() % (5 * sec));
+        break;
+      default:
+        now += static_cast<nanos>(rnd() % (3600 * sec));
+        break;
+    }
+    const std::string addr = "198.51.100." + std::to_string(rnd() % 4);
+    const auto set = rnd() % 6;  // which limits this request carries (6 sets of 4)
+    limit_request req = ipv4_request(addr, &specs[set * 4], &specs[set * 4 + 1], now);
+    std::uint32_t min_burst = std::min(specs[set * 4].tiers[0].burst, specs[set * 4 + 1].tiers[0].burst);
+    for (int k = 2; k < 4; ++k) {
+      if (rnd() % 3 == 0) continue;
+      const limit_spec& s = specs[set * 4 + k];
+      req.groups[req.group_count++] = {&s, s.source == key_source::global ? 0 : rnd() % 3 + 1};
+      min_burst = std::min(min_burst, s.tiers[0].burst);
+    }
+    for (std::uint8_t g = 0; g < req.group_count; ++g) {
+      const auto& t = req.groups[g].spec->tiers[1];
+      if (t.burst != 0) min_burst = std::min(min_burst, t.burst);
+    }
+    req.cost = 1 + static_cast<std::uint32_t>(rnd() % std::min<std::uint32_t>(min_burst, 4));
+    CAPTURE(n, addr, set, req.cost, now - t0);
+    const decision a = local.decide(req);
+    require_same(req, a, client.decide(req));
+    admitted += a.admitted;
+    rejected += !a.admitted;
+    shadowed += a.shadow_limited;
+  }
+  // The run exercised every outcome.
+  CHECK(admitted > 1000);
+  CHECK(rejected > 1000);
+  CHECK(shadowed > 50);
+}
+
+TEST_CASE("on Redis's clock the script writes one value per key that expires at its tat",
+          "[redis][script]") {
+  redis_server server;
+  script_client client(server.port);
+  // 10/s burst 2 and 1/h burst 1: the key lives until the hourly tat.
+  const limit_spec fine = named(group(params(10, sec, 2), params(1, 3600 * sec, 1), 1),
+                                "a/ipv4_individual/32");
+  const limit_spec coarse =
+      named(group(params(100, sec, 2), {}, 2, level::ipv4_network), "a/ipv4_network/24");
+  const auto req = ipv4_request("192.0.2.7", &fine, &coarse, 0);
+  const decision first = client.decide(req, true);
+  CHECK(first.admitted);
+  // The hourly tier is spent: rejected, with Retry-After of about an hour (relative times,
+  // so the gateway's "now" of 0 does not matter).
+  const decision second = client.decide(req, true);
+  CHECK_FALSE(second.admitted);
+  const binding_view b = binding_of(req, second);
+  CHECK(b.which == tier::long_term);
+  CHECK(retry_after_seconds(b.wait) > 3590);
+  CHECK(retry_after_seconds(b.wait) <= 3600);
+
+  const std::string fine_key = "{t:192.0.2.0/24}a/ipv4_individual/32:192.0.2.7";
+  const std::string coarse_key = "{t:192.0.2.0/24}a/ipv4_network/24:192.0.2.0";
+  const auto value = client.command("GET %s", fine_key);
+  REQUIRE(value->type == REDIS_REPLY_STRING);
+  CHECK(value->len == 41);
+  const auto ttl = client.command("PTTL %s", fine_key);
+  CHECK(ttl->integer > 3590 * 1000);
+  CHECK(ttl->integer <= 3600 * 1000 + 1);  // PXAT rounds the tat up to the millisecond
+  // The /24 key expires with its own, short tat.
+  const auto coarse_ttl = client.command("PTTL %s", coarse_key);
+  CHECK(coarse_ttl->integer > 0);
+  CHECK(coarse_ttl->integer <= 11);
+
+  // A key holding something else (not the script's format) counts as fresh and is replaced.
+  client.command("SET %s garbage", fine_key);
+  CHECK(client.decide(req, true).admitted);
+  CHECK(client.command("GET %s", fine_key)->len == 41);
+}

@@ -53,6 +53,8 @@ inline limit::limit_request ipv4_request(const std::string& addr, const limit::l
   limit::limit_request r;
   r.now = now;
   r.cost = cost;
+  r.network = k.coarse_key;
+  r.network_bits = 24;
   if (fine != nullptr) r.groups[r.group_count++] = {fine, k.fine_key};
   if (coarse != nullptr) r.groups[r.group_count++] = {coarse, k.coarse_key};
   return r;

@@ -1,1 +1,262 @@
-// Redis wire helpers (written next).
+// What the Redis store says to Redis and reads back, without a server: key names and slots,
+// the script call, the decoding of replies fed through hiredis's own reader, redirections,
+// and the over-limit cache.
+
+#include <catch2/catch.hpp>
+#include <hiredis/hiredis.h>
+
+#include <memory>
+#include <string>
+
+#include "gateway/limit/headers.hpp"
+#include "gateway/store/over_limit_cache.hpp"
+#include "gateway/store/redis_wire.hpp"
+#include "support.hpp"
+
+using namespace tollgate;
+using namespace tollgate::limit;
+using namespace tollgate::test;
+namespace redis = tollgate::store::redis;
+
+namespace {
+
+const nanos t0 = 1'700'000'000 * sec;
+
+struct reply_free {
+  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using reply_ptr = std::unique_ptr<redisReply, reply_free>;
+
+/// The reply that `resp` (RESP bytes) reads as, through hiredis's reader.
+reply_ptr read_reply(const std::string& resp) {
+  redisReader* reader = redisReaderCreate();
+  REQUIRE(redisReaderFeed(reader, resp.data(), resp.size()) == REDIS_OK);
+  void* r = nullptr;
+  REQUIRE(redisReaderGetReply(reader, &r) == REDIS_OK);
+  redisReaderFree(reader);
+  REQUIRE(r != nullptr);
+  return reply_ptr(static_cast<redisReply*>(r));
+}
+
+/// A RESP array of integers.
+std::string integers(const std::vector<long long>& v) {
+  std::string out = "*" + std::to_string(v.size()) + "\r\n";
+  for (const long long x : v) out += ":" + std::to_string(x) + "\r\n";
+  return out;
+}
+
+limit_spec named(limit_spec s, std::string state) {
+  s.state_name = std::move(state);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("slots are CRC16/XMODEM of the hash tag, as Redis Cluster computes them", "[redis]") {
+  CHECK(redis::crc16("123456789") == 0x31C3);  // the Cluster specification's check value
+  // Both checked against CLUSTER KEYSLOT on Redis 7.0.
+  CHECK(redis::key_slot("{tg:198.51.100.0/24}auth/ipv4_individual/32:198.51.100.7") == 13714);
+  CHECK(redis::key_slot("tg:198.51.100.0/24") == 13714);
+  CHECK(redis::key_slot("t644") == 7);
+  // An empty tag is no tag: the whole key is hashed.
+  CHECK(redis::key_slot("a{}b") == (redis::crc16("a{}b") & 16383));
+  // Only the first tag counts.
+  CHECK(redis::key_slot("{x}{y}") == redis::key_slot("x"));
+}
+
+TEST_CASE("a request's address keys share the tag of its coarse network", "[redis]") {
+  const limit_spec fine = named(group(params(1, sec, 5), {}, 1), "auth/ipv4_individual/32");
+  const limit_spec coarse =
+      named(group(params(1, sec, 5), {}, 2, level::ipv4_network), "auth/ipv4_network/24");
+  const auto req = ipv4_request("198.51.100.7", &fine, &coarse, t0);
+  std::string a, b;
+  redis::append_key(a, "tg:", req, 0);
+  redis::append_key(b, "tg:", req, 1);
+  CHECK(a == "{tg:198.51.100.0/24}auth/ipv4_individual/32:198.51.100.7");
+  CHECK(b == "{tg:198.51.100.0/24}auth/ipv4_network/24:198.51.100.0");
+  CHECK(redis::key_slot(a) == redis::key_slot(b));
+
+  // IPv6: the /48 is the tag, the /64 the key.
+  limit_spec v6fine = named(group(params(1, sec, 5), {}, 3, level::ipv6_subnet), "api/ipv6_subnet/64");
+  limit_request r6;
+  const auto a6 = address::parse("2001:db8:1:2::9").value();
+  const auto k6 = keys_of(a6, {});
+  r6.groups[r6.group_count++] = {&v6fine, k6.fine_key};
+  r6.network = k6.coarse_key;
+  r6.network_bits = 48;
+  r6.v6 = true;
+  std::string c;
+  redis::append_key(c, "tg:", r6, 0);
+  CHECK(c == "{tg:2001:db8:1::/48}api/ipv6_subnet/64:2001:db8:1:2::");
+}
+
+TEST_CASE("keys other than the address carry their own tag", "[redis]") {
+  const limit_spec api = named(keyed("per_api_key", key_source::header, params(1, sec, 3), 5),
+                               "auth/per_api_key/header:x-api-key");
+  const limit_spec all =
+      named(keyed("everyone", key_source::global, params(1, sec, 3), 6), "auth/everyone/global");
+  limit_request r = ipv4_request("192.0.2.1", nullptr, nullptr, t0);
+  r.groups[r.group_count++] = {&api, 0x9f86d081884c7d65ULL};
+  r.groups[r.group_count++] = {&all, 0};
+  std::string k, g;
+  redis::append_key(k, "tg:", r, 0);
+  redis::append_key(g, "tg:", r, 1);
+  CHECK(k == "{tg:auth/per_api_key/header:x-api-key:9f86d081884c7d65}");
+  CHECK(g == "{tg:auth/everyone/global}");
+}
+
+TEST_CASE("the script call carries the keys, the cost and each group's constants", "[redis]") {
+  const limit_spec fine = named(group(params(10, sec, 5), params(100, 3600 * sec, 50), 1),
+                                "auth/ipv4_individual/32");
+  limit_spec coarse =
+      named(group(params(1, sec, 7), {}, 2, level::ipv4_network), "auth/ipv4_network/24");
+  coarse.shadow = true;
+  const auto req = ipv4_request("198.51.100.7", &fine, &coarse, t0, 2);
+  redis::command_args a;
+  redis::build_call(a, "EVALSHA", redis::gcra_sha(), "tg:", req);
+  std::vector<std::string> args;
+  for (int i = 0; i < a.count; ++i) args.emplace_back(a.argv[i], a.lengths[i]);
+  const std::vector<std::string> expected = {
+      "EVALSHA", redis::gcra_sha(), "2",
+      "{tg:198.51.100.0/24}auth/ipv4_individual/32:198.51.100.7",
+      "{tg:198.51.100.0/24}auth/ipv4_network/24:198.51.100.0",
+      "", "2",
+      "0", "100000000", "5", "36000000000", "50",
+      "1", "1000000000", "7", "0", "0"};
+  CHECK(args == expected);
+  CHECK(redis::gcra_sha().size() == 40);
+
+  std::string resp;
+  REQUIRE(redis::append_command(resp, a));
+  CHECK(resp.starts_with("*17\r\n$7\r\nEVALSHA\r\n$40\r\n"));
+  // The empty "now" argument travels as an empty bulk string.
+  CHECK(resp.find("\r\n$0\r\n\r\n$1\r\n2\r\n") != std::string::npos);
+}
+
+TEST_CASE("a script reply becomes the decision, tats placed on the gateway's clock", "[redis]") {
+  // Short 10/s burst 5 (T = 100 ms); long 100/h burst 50 (T = 36 s).
+  const limit_spec fine = named(group(params(10, sec, 5), params(100, 3600 * sec, 50), 1),
+                                "auth/ipv4_individual/32");
+  const auto req = ipv4_request("198.51.100.7", &fine, nullptr, t0);
+
+  SECTION("admitted") {
+    // tat - now: short 0.1 s, long 36 s; Redis's own clock is far from the gateway's.
+    const auto r = read_reply(integers({1, 0, 5, 0, 1, 0, 100'000'000, 1, 36, 0}));
+    decision d;
+    nanos redis_now = 0;
+    REQUIRE(redis::decode_decision(*r, req, d, &redis_now));
+    CHECK(redis_now == 5 * sec);
+    CHECK(d.admitted);
+    CHECK_FALSE(d.shadow_limited);
+    REQUIRE(d.count == 2);
+    CHECK(d.limits[0].tat == t0 + 100 * ms);
+    CHECK(d.limits[0].wait == 0);
+    CHECK(d.limits[1].tat == t0 + 36 * sec);
+    // The same decision the in-process store makes from a fresh state.
+    const binding_view b = binding_of(req, d);
+    CHECK(b.remaining == 4);
+  }
+  SECTION("rejected: the wait is the stored tat less the tolerance") {
+    // Short tier full: stored tat = now + 0.5 s (burst 5 × 100 ms); long allowed.
+    const auto r = read_reply(integers({0, 0, 5, 0, 0, 0, 500'000'000, 1, 36, 0}));
+    decision d;
+    REQUIRE(redis::decode_decision(*r, req, d));
+    CHECK_FALSE(d.admitted);
+    CHECK(d.limits[0].wait == 100 * ms);
+    CHECK(binding_of(req, d).which == tier::short_term);
+  }
+  SECTION("replies of another shape are refused") {
+    decision d;
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({1, 0, 5, 0})), req, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply("$2\r\nok\r\n"), req, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply("-ERR x\r\n"), req, d));
+    // A string where an integer belongs.
+    CHECK_FALSE(redis::decode_decision(
+        *read_reply("*10\r\n:1\r\n:0\r\n:5\r\n:0\r\n:1\r\n$1\r\n0\r\n:1\r\n:1\r\n:36\r\n:0\r\n"),
+        req, d));
+    // Nanoseconds out of range, a negative time, a rejection without a wait.
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({1, 0, 5, 0, 1, 0, 1'000'000'000, 1, 36, 0})), req, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({1, 0, 5, 0, 1, -1, 0, 1, 36, 0})), req, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({0, 0, 5, 0, 0, 0, 1, 1, 36, 0})), req, d));
+    // A tier the limit does not have, told as present.
+    const limit_spec short_only = named(group(params(10, sec, 5), {}, 1), "a/ipv4_individual/32");
+    const auto req1 = ipv4_request("198.51.100.7", &short_only, nullptr, t0);
+    CHECK(redis::decode_decision(*read_reply(integers({1, 0, 5, 0, 1, 0, 1, -1, 0, 0})), req1, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({1, 0, 5, 0, 1, 0, 1, 1, 0, 0})), req1, d));
+  }
+}
+
+TEST_CASE("MOVED and ASK name the node; anything else is not a redirection", "[redis]") {
+  const auto m = redis::parse_redirect("MOVED 3999 127.0.0.1:6381");
+  REQUIRE(m);
+  CHECK_FALSE(m->ask);
+  CHECK(m->slot == 3999);
+  CHECK(m->host == "127.0.0.1");
+  CHECK(m->port == 6381);
+  const auto a = redis::parse_redirect("ASK 16383 [::1]:7000");
+  REQUIRE(a);
+  CHECK(a->ask);
+  CHECK(a->host == "::1");
+  CHECK(a->port == 7000);
+  for (const char* bad : {"MOVED", "MOVED 16384 h:1", "MOVED x h:1", "MOVED 1 h", "MOVED 1 h:0",
+                          "MOVED 1 :5", "ASK 1 h:99999", "ERR MOVED 1 h:1", "MOVED 1 h:1x"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(redis::parse_redirect(bad));
+  }
+  CHECK(redis::error_kind("NOSCRIPT No matching script") == "noscript");
+  CHECK(redis::error_kind("OOM command not allowed") == "oom");
+  CHECK(redis::error_kind("ERR Error running script") == "script");
+}
+
+TEST_CASE("the over-limit cache answers a key Redis found over its limit until its wait ends",
+          "[redis][cache]") {
+  const limit_spec fine = named(group(params(10, sec, 5), {}, 1), "a/ipv4_individual/32");
+  const limit_spec coarse =
+      named(group(params(100, sec, 50), {}, 2, level::ipv4_network), "a/ipv4_network/24");
+  store::over_limit_cache cache;
+  auto req = ipv4_request("198.51.100.7", &fine, &coarse, t0);
+  decision d;
+  CHECK_FALSE(cache.reject(req, d));
+
+  // Redis said: /32 full (stored tat = now + 0.5 s, wait 100 ms), /24 would allow.
+  decision redis_said;
+  redis_said.admitted = false;
+  redis_said.count = 2;
+  redis_said.limits[0] = {t0 + 500 * ms, 100 * ms, 0, tier::short_term};
+  redis_said.limits[1] = {t0 + 20 * ms, 0, 1, tier::short_term};
+  choose_binding(req, redis_said);
+  cache.remember(req, redis_said);
+
+  req.now = t0 + 50 * ms;
+  REQUIRE(cache.reject(req, d));
+  CHECK_FALSE(d.admitted);
+  const binding_view b = binding_of(req, d);
+  CHECK(b.name == "ipv4_individual");
+  CHECK(b.wait == 50 * ms);
+  // The /24's tier is told as unknown, i.e. as a fresh state would allow (tat = now + T), not
+  // as the tat of a commit that never was.
+  CHECK(d.limits[1].tat == req.now + 10 * ms);
+  CHECK(d.limits[1].wait == 0);
+
+  // Its wait over, the request goes to Redis again.
+  req.now = t0 + 100 * ms;
+  CHECK_FALSE(cache.reject(req, d));
+  // Another address of the same /24 is not the cached key.
+  auto other = ipv4_request("198.51.100.8", &fine, &coarse, t0 + 50 * ms);
+  CHECK_FALSE(cache.reject(other, d));
+
+  // A reload that changed the limit's constants: the old tat is not applied to the new limit.
+  limit_spec raised = fine;
+  raised.tiers[0] = params(10, sec, 50);
+  auto req2 = ipv4_request("198.51.100.7", &raised, &coarse, t0 + 50 * ms);
+  CHECK_FALSE(cache.reject(req2, d));
+
+  // A shadowed limit's rejection is never cached (it admits).
+  limit_spec shadowed = fine;
+  shadowed.shadow = true;
+  store::over_limit_cache c2;
+  auto req3 = ipv4_request("198.51.100.7", &shadowed, &coarse, t0);
+  decision rej = redis_said;
+  c2.remember(req3, rej);
+  CHECK_FALSE(c2.reject(req3, d));
+}
