@@ -42,17 +42,6 @@ std::uint64_t random_u64() {
   return (std::uint64_t{rd()} << 32) ^ rd();
 }
 
-/// What a valid configuration asks for that this build cannot do yet, or "" when nothing.
-/// Refused rather than ignored: limits meant to be shared by every replica, each keeping its
-/// own, would be worse than not starting.
-std::string unsupported(const config::gateway_config& g) {
-  if (g.store.type == config::store_config::kind::redis && g.store.cluster) {
-    return g.file + ": store.addresses: Redis Cluster is not available in this build yet; give "
-                    "one server as store.address";
-  }
-  return "";
-}
-
 /// The limiter store the configuration asks for. Throws std::runtime_error when it cannot be
 /// made (a password variable that is not set, TLS files that do not load).
 std::unique_ptr<store::decision_store> make_store(const config::store_config& c, unsigned workers) {
@@ -62,8 +51,8 @@ std::unique_ptr<store::decision_store> make_store(const config::store_config& c,
       limit::store_capacity{cap[0], cap[1], cap[2], cap[3], cap[4]}, random_u64(), workers);
   if (c.type == config::store_config::kind::memory) return local;
   store::redis_options o;
-  o.host = c.redis.front().host;
-  o.port = c.redis.front().port;
+  for (const auto& e : c.redis) o.nodes.emplace_back(e.host, e.port);
+  o.cluster = c.cluster;
   o.username = c.username;
   if (!c.password_env.empty()) {
     const char* p = std::getenv(c.password_env.c_str());
@@ -127,10 +116,6 @@ int check_config(const std::string& path) {
   try {
     const auto g = config::load_gateway(path);
     net::make_tls_contexts(g);  // certificates and keys load
-    if (const auto why = unsupported(g); !why.empty()) {
-      std::fprintf(stderr, "%s\n", why.c_str());
-      return 1;
-    }
     std::printf("%s: ok (%zu listeners, %zu upstreams, %zu routes, %zu categories)\n", path.c_str(),
                 g.listeners.size(), g.upstreams.size(), g.routes.size(),
                 g.policy.categories.size());
@@ -203,8 +188,6 @@ struct reload_context {
 void reload(const reload_context& r) {
   try {
     config::gateway_config loaded = config::load_gateway(r.path);
-    // What could not start cannot be reloaded either: a restart would then fail.
-    if (const auto why = unsupported(loaded); !why.empty()) throw std::runtime_error(why);
     const auto& running = r.current->config;
     const auto restart_only = config::restart_only_changes(running, loaded);
     auto next = std::make_shared<const net::snapshot>(
@@ -240,10 +223,6 @@ int run(const std::string& path) {
     return 1;
   }
   spdlog::set_level(spdlog::level::from_str(cfg.logging.level));
-  if (const auto why = unsupported(cfg); !why.empty()) {
-    spdlog::critical("{}", why);
-    return 1;
-  }
   const unsigned workers =
       cfg.workers != 0 ? cfg.workers : std::max(1u, std::thread::hardware_concurrency());
   std::unique_ptr<store::decision_store> store_owner;

@@ -31,7 +31,7 @@ using boost::system::error_code;
 constexpr auto use_tuple = asio::as_tuple(asio::deferred);
 
 /// The link's own calls.
-enum own_call : std::uint8_t { not_own = 0, own_auth = 1, own_script = 2 };
+enum own_call : std::uint8_t { not_own = 0, own_auth = 1, own_refund = 2, own_script = 3 };
 
 struct reader_free {
   void operator()(redisReader* r) const noexcept { redisReaderFree(r); }
@@ -61,14 +61,16 @@ class link_impl final : public link {
   }
 
   void reload_script() override {
-    if (!connected_) return;
-    std::string cmd;
-    append_command(cmd, {"SCRIPT", "LOAD", gcra_script()});
-    pending_call c;
-    c.own = own_script;
-    c.deadline = clock_type::now() + o_.connect_timeout;
-    send(cmd, std::move(c));
+    if (connected_) load_scripts(clock_type::now() + o_.connect_timeout);
   }
+
+  failure call_now(std::string_view command, pending_call&& c) override {
+    if (!ready_) return failure::io;
+    send(command, std::move(c));
+    return failure::none;
+  }
+
+  std::string name() const override { return where(); }
 
  private:
   // ---- the connection's life ------------------------------------------------------------
@@ -153,12 +155,21 @@ class link_impl final : public link {
       send(cmd, std::move(c));
       cmd.clear();
     }
-    append_command(cmd, {"SCRIPT", "LOAD", gcra_script()});
-    pending_call c;
-    c.own = own_script;
-    c.deadline = deadline;
-    send(cmd, std::move(c));
+    load_scripts(deadline);
     co_return "";
+  }
+
+  /// SCRIPT LOAD of the refund script, then of the decision script: the link is ready when
+  /// the second answers.
+  void load_scripts(clock_type::time_point deadline) {
+    for (const own_call which : {own_refund, own_script}) {
+      std::string cmd;
+      append_command(cmd, {"SCRIPT", "LOAD", which == own_script ? gcra_script() : refund_script()});
+      pending_call c;
+      c.own = which;
+      c.deadline = deadline;
+      send(cmd, std::move(c));
+    }
   }
 
   /// Reads replies until the connection ends; returns why it ended.
@@ -211,9 +222,10 @@ class link_impl final : public link {
       return "";
     }
     if (r.type == REDIS_REPLY_ERROR) return "SCRIPT LOAD at " + where() + ": " + std::string(text);
-    if (r.type != REDIS_REPLY_STRING || text != gcra_sha()) {
+    if (r.type != REDIS_REPLY_STRING || text != (c.own == own_script ? gcra_sha() : refund_sha())) {
       return "SCRIPT LOAD at " + where() + " answered an unexpected SHA";
     }
+    if (c.own != own_script) return "";
     if (!ready_) {
       ready_ = true;
       reported_down_ = false;

@@ -42,6 +42,10 @@ struct pending_call {
   const limit::limit_request* req = nullptr;  ///< what is decided (nullptr: the link's own)
   limit::decision* out = nullptr;             ///< where the decision goes
   decide_handler done;                        ///< the session waiting for it
+  std::shared_ptr<void> context;  ///< the owner's, for calls that are part of something larger
+  std::uint8_t kind = 0;    ///< the owner's, says what the call is
+  std::uint8_t part = 0;    ///< the owner's, e.g. which part of a decision
+  std::uint8_t redirects = 0;  ///< Cluster redirections followed so far
   std::chrono::steady_clock::time_point sent;      ///< when it was written
   std::chrono::steady_clock::time_point deadline;  ///< when it fails
   std::uint8_t own = 0;  ///< the link's own calls (AUTH, SCRIPT LOAD): which one
@@ -88,8 +92,12 @@ class link : public std::enable_shared_from_this<link> {
   /// says failure::none. Otherwise, with `c` untouched, why not: io when the link is not
   /// ready, overload when too many calls wait; the caller then decides by fail_mode.
   virtual failure call(std::string_view command, pending_call&& c) = 0;
-  /// Loads the script again (after a NOSCRIPT: Redis lost its script cache).
+  /// Loads the scripts again (after a NOSCRIPT: Redis lost its script cache).
   virtual void reload_script() = 0;
+  /// As call(), but never refused for overload (a refund, a slot map query: few, and needed).
+  virtual failure call_now(std::string_view command, pending_call&& c) = 0;
+  /// "host:port", for logs.
+  virtual std::string name() const = 0;
 };
 
 }  // namespace tollgate::store::redis

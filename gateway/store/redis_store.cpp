@@ -8,6 +8,7 @@
 #include <boost/asio/execution.hpp>
 #include <boost/asio/prefer.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "gateway/store/over_limit_cache.hpp"
@@ -21,6 +22,21 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using metrics::store_error;
 using metrics::store_source;
+using redis::group_mask;
+
+/// What a call to Redis is (pending_call::kind).
+enum call_kind : std::uint8_t {
+  whole,   ///< every limit of a request in one script call (one slot)
+  part,    ///< the limits of a request in one slot (Cluster, limits in several slots)
+  refund,  ///< gives back what a part committed
+  slots,   ///< CLUSTER SLOTS
+  asking,  ///< ASKING before a call sent where an ASK redirection said
+};
+
+constexpr std::uint16_t no_node = 0xffff;
+constexpr std::size_t slot_count = 16384;
+/// Redirections followed per call before fail_mode decides.
+constexpr std::uint8_t max_redirects = 3;
 
 /// Completes `done` through its executor, never inline (the initiating function has not
 /// returned yet).
@@ -31,29 +47,48 @@ void complete_later(decide_handler done, boost::system::error_code ec) {
   ex.execute([done = std::move(done), ec]() mutable { std::move(done)(ec); });
 }
 
+const boost::system::error_code unavailable =
+    boost::asio::error::make_error_code(boost::asio::error::timed_out);
+
+/// A decision whose limits live in several Cluster slots: one script call per slot, all sent
+/// at once; it completes when the last answers. Owned by its calls (shared), so that it dies
+/// with them whatever happens to the connections.
+struct split_decision {
+  struct part_state {
+    group_mask groups = 0;           ///< the request's groups in this slot
+    std::uint16_t slot = 0;          ///< their slot
+    std::uint16_t node = no_node;    ///< where the reply came from
+    bool answered = false;           ///< a reply came
+    redis::script_reply reply;       ///< ... and said this
+  };
+  const limit::limit_request* req = nullptr;
+  limit::decision* out = nullptr;
+  decide_handler done;
+  clock_type::time_point sent;
+  std::array<part_state, limit::max_groups> parts;
+  std::uint8_t count = 0;    ///< parts
+  std::uint8_t waiting = 0;  ///< parts not yet answered or failed
+  bool failed = false;       ///< a part got no usable reply
+
+  split_decision(const limit::limit_request* r, limit::decision* o, decide_handler&& d)
+      : req(r), out(o), done(std::move(d)) {}
+};
+
 }  // namespace
 
-/// One worker's connection to Redis, its over-limit cache and its counters. Everything but
-/// `ready` and the counters' values is touched by that worker's thread only.
-class redis_store::worker_side final : public redis::link_events {
+/// One worker's connections to Redis (one per server, or per Cluster primary), the Cluster's
+/// slot map, the over-limit cache and the counters. Everything but `ready` and the counters'
+/// values is touched by that worker's thread only.
+class redis_store::worker_side final {
  public:
-  worker_side(redis_store& store, std::uint32_t index) : store_(store), index_(index) {}
+  worker_side(redis_store& store, std::uint32_t index) : store_(store), index_(index) {
+    for (const auto& [host, port] : store_.o_.nodes) add_node(host, port);
+    if (cluster()) slots_.assign(slot_count, no_node);
+  }
 
   void attach(boost::asio::io_context& io) {
-    redis::link_options o;
-    o.host = store_.o_.host;
-    o.port = store_.o_.port;
-    o.username = store_.o_.username;
-    o.password = store_.o_.password;
-    o.timeout = store_.o_.timeout;
-    o.connect_timeout = store_.o_.connect_timeout;
-    o.tls = store_.tls_.get();
-    o.server_name = store_.o_.tls_server_name;
-    // Owned by its own coroutine on `io` (so that it dies with the io_context, before the
-    // store); this side only points at it.
-    auto l = redis::link::make(io, std::move(o), *this);
-    link_ = l.get();
-    l->start();
+    io_ = &io;
+    for (auto& n : nodes_) connect(*n);
   }
 
   bool try_decide(const limit::limit_request& req, limit::decision& out) {
@@ -61,79 +96,433 @@ class redis_store::worker_side final : public redis::link_events {
       counters.decisions[static_cast<std::size_t>(store_source::cache)].add();
       return true;
     }
-    if (link_ != nullptr && link_->ready()) return false;
+    if (ready.load(std::memory_order_relaxed)) return false;
     // Redis is away: fail_mode decides at once, without waiting for a timeout.
     return decide_without_redis(req, out);
   }
 
   void start_decide(const limit::limit_request& req, limit::decision& out, decide_handler done) {
-    // (The handler is moved only by construction: see pending_call.)
-    redis::pending_call c(&req, &out, std::move(done));
+    if (!cluster()) {
+      send_whole(redis::pending_call(&req, &out, std::move(done)), 0, true);
+      return;
+    }
+    // Cluster: the request's groups by slot. Address keys share their network's tag, so they
+    // are one part; a global or key limit is a part of its own unless it shares a slot.
+    split_decision::part_state parts[limit::max_groups];
+    std::uint8_t count = 0;
+    std::uint16_t address_slot = no_node;
+    for (std::uint8_t g = 0; g < req.group_count; ++g) {
+      std::uint16_t slot;
+      if (req.groups[g].spec->source == limit::key_source::address && address_slot != no_node) {
+        slot = address_slot;
+      } else {
+        key_.clear();
+        redis::append_key(key_, store_.o_.key_prefix, req, g);
+        slot = redis::key_slot(key_);
+        if (req.groups[g].spec->source == limit::key_source::address) address_slot = slot;
+      }
+      std::uint8_t p = 0;
+      while (p < count && parts[p].slot != slot) ++p;
+      if (p == count) parts[count++].slot = slot;
+      parts[p].groups |= static_cast<group_mask>(1u << g);
+    }
+    if (count == 1) {
+      // One slot: one script call, all-or-nothing in Redis, as with one server.
+      send_whole(redis::pending_call(&req, &out, std::move(done)), parts[0].slot, true);
+      return;
+    }
+    auto split = std::make_shared<split_decision>(&req, &out, std::move(done));
+    split->sent = clock_type::now();
+    split->count = count;
+    split->waiting = count;
+    const auto deadline = split->sent + store_.o_.timeout;
+    for (std::uint8_t p = 0; p < count; ++p) {
+      split->parts[p].groups = parts[p].groups;
+      split->parts[p].slot = parts[p].slot;
+    }
+    for (std::uint8_t p = 0; p < count; ++p) {
+      redis::pending_call c;
+      c.part = p;
+      c.context = split;
+      c.deadline = deadline;
+      if (!send_part(split, std::move(c))) --split->waiting;
+    }
+    // Every part refused at once: completed later (this function has not returned).
+    if (split->waiting == 0) finish_split(*split, true);
+  }
+
+  /// Whether Redis (every node the slot map names) can be used.
+  std::atomic<bool> ready{false};
+  metrics::store_counters counters;  ///< this worker's
+
+ private:
+  /// One Redis server this worker talks to, and its link.
+  struct node final : redis::link_events {
+    node(worker_side& w, std::uint16_t i, std::string h, std::uint16_t p)
+        : owner(w), index(i), host(std::move(h)), port(p) {}
+    void on_reply(redis::pending_call& c, const redisReply* reply, redis::failure why) override {
+      owner.on_reply(*this, c, reply, why);
+    }
+    void on_state(bool up, const std::string& why) override { owner.on_node_state(*this, up, why); }
+
+    worker_side& owner;
+    std::uint16_t index;
+    std::string host;
+    std::uint16_t port;
+    redis::link* link = nullptr;  ///< owned by its coroutine on the worker's io_context
+    bool up = false;              ///< link ready
+  };
+
+  bool cluster() const noexcept { return store_.o_.cluster; }
+
+  node& add_node(const std::string& host, std::uint16_t port) {
+    nodes_.push_back(std::make_unique<node>(*this, static_cast<std::uint16_t>(nodes_.size()),
+                                            host, port));
+    return *nodes_.back();
+  }
+
+  /// The node at host:port, made (and connected) if new.
+  node& node_at(const std::string& host, std::uint16_t port) {
+    for (auto& n : nodes_) {
+      if (n->host == host && n->port == port) return *n;
+    }
+    node& n = add_node(host, port);
+    if (io_ != nullptr) connect(n);
+    return n;
+  }
+
+  void connect(node& n) {
+    redis::link_options o;
+    o.host = n.host;
+    o.port = n.port;
+    o.username = store_.o_.username;
+    o.password = store_.o_.password;
+    o.timeout = store_.o_.timeout;
+    o.connect_timeout = store_.o_.connect_timeout;
+    o.tls = store_.tls_.get();
+    o.server_name = store_.o_.tls_server_name;
+    // Owned by its own coroutine on the io_context (so that it dies with it, before the
+    // store); the node only points at it.
+    auto l = redis::link::make(*io_, std::move(o), n);
+    n.link = l.get();
+    l->start();
+  }
+
+  /// The node serving `slot`, or nullptr when none is known or usable.
+  node* node_for(std::uint16_t slot) {
+    if (!cluster()) return nodes_[0]->up ? nodes_[0].get() : nullptr;
+    const std::uint16_t i = slots_[slot];
+    if (i == no_node || !nodes_[i]->up) return nullptr;
+    return nodes_[i].get();
+  }
+
+  // ---- sending ------------------------------------------------------------------------------
+
+  /// Sends a whole decision to the node of `slot` (or the given node), or decides it by
+  /// fail_mode when it cannot be sent. `initiating`: called from start_decide (complete later).
+  void send_whole(redis::pending_call&& c, std::uint16_t slot, bool initiating,
+                  node* to = nullptr) {
+    if (to == nullptr) to = node_for(slot);
     redis::failure why = redis::failure::io;
-    if (link_ != nullptr) {
-      redis::build_call(args_, "EVALSHA", redis::gcra_sha(), store_.o_.key_prefix, req);
+    if (to != nullptr) {
+      redis::build_call(args_, "EVALSHA", redis::gcra_sha(), store_.o_.key_prefix, *c.req);
       command_.clear();
       if (redis::append_command(command_, args_)) {
-        why = link_->call(command_, std::move(c));
+        c.kind = whole;
+        why = to->link->call(command_, std::move(c));
         if (why == redis::failure::none) return;
       }
     }
     count_failure(why);
-    if (decide_without_redis(req, out)) {
-      complete_later(std::move(c.done), {});
+    const bool decided = decide_without_redis(*c.req, *c.out);
+    if (initiating) {
+      complete_later(std::move(c.done), decided ? boost::system::error_code{} : unavailable);
     } else {
-      complete_later(std::move(c.done), boost::asio::error::make_error_code(
-                                            boost::asio::error::connection_refused));
+      std::move(c.done)(decided ? boost::system::error_code{} : unavailable);
     }
   }
 
-  // ---- link_events ------------------------------------------------------------------------
+  /// Sends part c.part of `split` to the node of its slot (or the given node); false (and the
+  /// split failed) when it cannot be sent.
+  bool send_part(const std::shared_ptr<split_decision>& split, redis::pending_call&& c,
+                 node* to = nullptr) {
+    const auto& p = split->parts[c.part];
+    if (to == nullptr) to = node_for(p.slot);
+    redis::failure why = redis::failure::io;
+    if (to != nullptr) {
+      redis::build_call(args_, "EVALSHA", redis::gcra_sha(), store_.o_.key_prefix, *split->req,
+                        {}, p.groups);
+      command_.clear();
+      if (redis::append_command(command_, args_)) {
+        c.kind = part;
+        why = to->link->call(command_, std::move(c));
+        if (why == redis::failure::none) return true;
+      }
+    }
+    count_failure(why);
+    split->failed = true;
+    return false;
+  }
 
-  void on_reply(redis::pending_call& c, const redisReply* reply, redis::failure why) override {
+  // ---- replies ------------------------------------------------------------------------------
+
+  void on_reply(node& from, redis::pending_call& c, const redisReply* reply, redis::failure why) {
+    switch (c.kind) {
+      case whole:
+        return on_whole(from, c, reply, why);
+      case part:
+        return on_part(from, c, reply, why);
+      case refund:
+        if (reply == nullptr) {
+          count_failure(why);
+        } else if (reply->type == REDIS_REPLY_ERROR) {
+          counters.errors[static_cast<std::size_t>(store_error::script)].add();
+          log_error(std::string_view(reply->str, reply->len));
+        }
+        return;
+      case slots:
+        if (reply != nullptr) read_slot_map(from, *reply);
+        return;
+      default:
+        return;  // asking: +OK
+    }
+  }
+
+  /// An error reply that redirects: the node to ask, after updating the slot map (MOVED).
+  /// nullptr when `reply` is no redirection or it cannot be followed.
+  node* follow(const redisReply& reply, redis::pending_call& c) {
+    const auto r = redis::parse_redirect(std::string_view(reply.str, reply.len));
+    if (!r || !cluster()) return nullptr;
+    counters.errors[static_cast<std::size_t>(store_error::redirect)].add();
+    if (c.redirects >= max_redirects) return nullptr;
+    node& to = node_at(r->host, r->port);
+    if (!r->ask) {
+      slots_[r->slot] = to.index;
+      refresh_slot_map();
+    }
+    if (!to.up) return nullptr;
+    if (r->ask) {
+      // ASKING, then the call itself, on the same connection, one after the other.
+      std::string cmd;
+      redis::append_command(cmd, {"ASKING"});
+      redis::pending_call a;
+      a.kind = asking;
+      a.deadline = c.deadline;
+      if (to.link->call_now(cmd, std::move(a)) != redis::failure::none) return nullptr;
+    }
+    ++c.redirects;
+    return &to;
+  }
+
+  void on_whole(node& from, redis::pending_call& c, const redisReply* reply, redis::failure why) {
     if (reply == nullptr) {
       count_failure(why);
-      finish_without_redis(c);
-      return;
+      return finish_without_redis(c);
     }
     if (reply->type == REDIS_REPLY_ERROR) {
-      const std::string_view text(reply->str, reply->len);
-      const std::string_view kind = redis::error_kind(text);
-      counters.errors[static_cast<std::size_t>(kind == "oom" ? store_error::oom
-                                                             : store_error::script)]
-          .add();
-      if (kind == "noscript") link_->reload_script();
-      log_error(text);
-      finish_without_redis(c);
-      return;
+      if (node* to = follow(*reply, c)) return send_whole(std::move(c), 0, false, to);
+      count_error_reply(from, *reply);
+      return finish_without_redis(c);
     }
     if (!redis::decode_decision(*reply, *c.req, *c.out)) {
       counters.errors[static_cast<std::size_t>(store_error::script)].add();
       log_error("a reply of the wrong shape");
-      finish_without_redis(c);
-      return;
+      return finish_without_redis(c);
     }
     counters.decisions[static_cast<std::size_t>(store_source::redis)].add();
-    counters.latency.observe(
-        std::chrono::duration<double>(clock_type::now() - c.sent).count(), metrics::store_buckets);
+    counters.latency.observe(std::chrono::duration<double>(clock_type::now() - c.sent).count(),
+                             metrics::store_buckets);
     cache_.remember(*c.req, *c.out);
     std::move(c.done)(boost::system::error_code{});
   }
 
-  void on_state(bool ready, const std::string& why) override {
-    this->ready.store(ready, std::memory_order_relaxed);
-    if (ready) {
+  void on_part(node& from, redis::pending_call& c, const redisReply* reply, redis::failure why) {
+    auto split = std::static_pointer_cast<split_decision>(c.context);
+    auto& p = split->parts[c.part];
+    if (reply == nullptr) {
+      count_failure(why);
+      split->failed = true;
+    } else if (reply->type == REDIS_REPLY_ERROR) {
+      node* to = follow(*reply, c);
+      if (to != nullptr && send_part(split, std::move(c), to)) return;
+      if (to == nullptr) count_error_reply(from, *reply);
+      split->failed = true;
+    } else if (!redis::read_reply(*reply, *split->req, p.groups, p.reply)) {
+      counters.errors[static_cast<std::size_t>(store_error::script)].add();
+      log_error("a reply of the wrong shape");
+      split->failed = true;
+    } else {
+      p.answered = true;
+      p.node = from.index;
+    }
+    if (--split->waiting == 0) finish_split(*split, false);
+  }
+
+  /// Every part of `s` answered or failed: the decision, and refunds of what parts committed
+  /// that the whole request must not keep (DESIGN §11: never over-admit).
+  void finish_split(split_decision& s, bool initiating) {
+    const limit::limit_request& req = *s.req;
+    // The request's verdict over every part; shadowed limits decide nothing.
+    bool admitted = !s.failed, shadow_ok = true;
+    redis::script_reply all;
+    for (std::uint8_t i = 0; i < s.count; ++i) {
+      const auto& p = s.parts[i];
+      if (!p.answered) continue;
+      admitted &= p.reply.admitted;
+      for (std::uint8_t g = 0; g < req.group_count; ++g) {
+        if ((p.groups >> g & 1) == 0) continue;
+        all.tiers[g] = p.reply.tiers[g];
+        if (req.groups[g].spec->shadow) {
+          for (const auto& t : p.reply.tiers[g]) shadow_ok &= t.allowed != 0;
+        }
+      }
+    }
+    // What each part committed (its own rule) that the request as a whole does not.
+    for (std::uint8_t i = 0; i < s.count; ++i) {
+      const auto& p = s.parts[i];
+      if (!p.answered || !p.reply.admitted) continue;
+      group_mask give_back = 0;
+      for (std::uint8_t g = 0; g < req.group_count; ++g) {
+        if ((p.groups >> g & 1) == 0) continue;
+        const bool shadow = req.groups[g].spec->shadow;
+        const bool committed = !shadow || !p.reply.shadow_limited;
+        const bool keep = admitted && (!shadow || shadow_ok);
+        if (committed && !keep) give_back |= static_cast<group_mask>(1u << g);
+      }
+      if (give_back != 0) send_refund(req, p, give_back);
+    }
+    boost::system::error_code ec;
+    if (s.failed) {
+      if (!decide_without_redis(req, *s.out)) ec = unavailable;
+    } else {
+      redis::assemble(req, all, admitted, !shadow_ok, *s.out);
+      counters.decisions[static_cast<std::size_t>(store_source::redis)].add();
+      counters.latency.observe(std::chrono::duration<double>(clock_type::now() - s.sent).count(),
+                               metrics::store_buckets);
+      cache_.remember(req, *s.out);
+    }
+    if (initiating) {
+      complete_later(std::move(s.done), ec);
+    } else {
+      std::move(s.done)(ec);
+    }
+  }
+
+  void send_refund(const limit::limit_request& req, const split_decision::part_state& p,
+                   group_mask groups) {
+    node& to = *nodes_[p.node];
+    if (!to.up) return;  // the connection is gone: the charge drains by itself (c·T at most)
+    redis::command_args args;
+    redis::build_refund(args, store_.o_.key_prefix, req, groups, p.reply);
+    std::string cmd;
+    if (!redis::append_command(cmd, args)) return;
+    redis::pending_call c;
+    c.kind = refund;
+    c.deadline = clock_type::now() + store_.o_.connect_timeout;
+    to.link->call_now(cmd, std::move(c));
+  }
+
+  // ---- the slot map -------------------------------------------------------------------------
+
+  /// Asks a usable node for the slot map, at most once a second.
+  void refresh_slot_map() {
+    const auto now = clock_type::now();
+    if (map_asked_ != clock_type::time_point{} && now - map_asked_ < std::chrono::seconds(1)) {
+      return;
+    }
+    for (auto& n : nodes_) {
+      if (!n->up) continue;
+      std::string cmd;
+      redis::append_command(cmd, {"CLUSTER", "SLOTS"});
+      redis::pending_call c;
+      c.kind = slots;
+      c.deadline = now + store_.o_.connect_timeout;
+      if (n->link->call_now(cmd, std::move(c)) == redis::failure::none) {
+        map_asked_ = now;
+        return;
+      }
+    }
+  }
+
+  /// CLUSTER SLOTS: [[start, end, [host, port, id], replicas...], ...].
+  void read_slot_map(node& from, const redisReply& r) {
+    if (r.type != REDIS_REPLY_ARRAY) {
+      spdlog::error("store: CLUSTER SLOTS at {}:{} did not answer a slot map{}", from.host,
+                    from.port,
+                    r.type == REDIS_REPLY_ERROR ? ": " + std::string(r.str, r.len) : "");
+      return;
+    }
+    std::vector<std::uint16_t> map(slot_count, no_node);
+    for (std::size_t i = 0; i < r.elements; ++i) {
+      const redisReply* e = r.element[i];
+      if (e == nullptr || e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
+      const redisReply* a = e->element[0];
+      const redisReply* b = e->element[1];
+      const redisReply* primary = e->element[2];
+      if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER ||
+          primary->type != REDIS_REPLY_ARRAY || primary->elements < 2 ||
+          primary->element[0]->type != REDIS_REPLY_STRING ||
+          primary->element[1]->type != REDIS_REPLY_INTEGER || a->integer < 0 ||
+          b->integer >= static_cast<long long>(slot_count) || a->integer > b->integer ||
+          primary->element[1]->integer <= 0 || primary->element[1]->integer > 65535) {
+        continue;
+      }
+      std::string host(primary->element[0]->str, primary->element[0]->len);
+      if (host.empty() || host == "?") host = from.host;  // "the node you asked"
+      const node& n = node_at(host, static_cast<std::uint16_t>(primary->element[1]->integer));
+      for (long long s = a->integer; s <= b->integer; ++s) map[static_cast<std::size_t>(s)] = n.index;
+    }
+    const std::size_t known = slot_count - static_cast<std::size_t>(std::count(map.begin(), map.end(), no_node));
+    if (!map_known_ || map != slots_) {
+      spdlog::info("store: worker {} has the cluster slot map from {}:{} ({} of {} slots served)",
+                   index_, from.host, from.port, known, slot_count);
+    }
+    slots_ = std::move(map);
+    map_known_ = true;
+    update_ready();
+  }
+
+  // ---- state --------------------------------------------------------------------------------
+
+  void on_node_state(node& n, bool up, const std::string& why) {
+    n.up = up;
+    if (up) {
       spdlog::info("store: worker {} connected to redis {}", index_, why);
+      if (cluster()) refresh_slot_map();
     } else {
       counters.errors[static_cast<std::size_t>(store_error::connect)].add();
       spdlog::warn("store: worker {} cannot use redis ({}); fail_mode {} decides until it can",
                    index_, why, mode_name());
+      // A node gone may mean a failover: ask another node where the slots are now.
+      if (cluster()) refresh_slot_map();
     }
+    update_ready();
   }
 
-  std::atomic<bool> ready{false};  ///< the link is usable
-  metrics::store_counters counters;  ///< this worker's
+  /// Usable: the server is up; with Cluster, the slot map is known and every node it names
+  /// is up.
+  void update_ready() {
+    bool r = true;
+    if (!cluster()) {
+      r = nodes_[0]->up;
+    } else if (!map_known_) {
+      r = false;
+    } else {
+      std::vector<bool> used(nodes_.size(), false);
+      for (const std::uint16_t i : slots_) {
+        if (i == no_node) {
+          r = false;
+          break;
+        }
+        used[i] = true;
+      }
+      for (std::size_t i = 0; r && i < nodes_.size(); ++i) r = !used[i] || nodes_[i]->up;
+    }
+    ready.store(r, std::memory_order_relaxed);
+  }
 
- private:
+  // ---- fail_mode ----------------------------------------------------------------------------
+
   /// Decides by fail_mode: true with `out` filled (local, open), false for closed.
   bool decide_without_redis(const limit::limit_request& req, limit::decision& out) {
     switch (store_.o_.on_failure) {
@@ -154,13 +543,10 @@ class redis_store::worker_side final : public redis::link_events {
     return false;
   }
 
-  /// A call that Redis did not answer: fail_mode decides it now.
+  /// A call that Redis did not answer usefully: fail_mode decides it now.
   void finish_without_redis(redis::pending_call& c) {
-    if (decide_without_redis(*c.req, *c.out)) {
-      std::move(c.done)(boost::system::error_code{});
-    } else {
-      std::move(c.done)(boost::asio::error::make_error_code(boost::asio::error::timed_out));
-    }
+    const bool decided = decide_without_redis(*c.req, *c.out);
+    std::move(c.done)(decided ? boost::system::error_code{} : unavailable);
   }
 
   void count_failure(redis::failure why) {
@@ -168,6 +554,16 @@ class redis_store::worker_side final : public redis::link_events {
     if (why == redis::failure::timeout) e = store_error::timeout;
     if (why == redis::failure::overload) e = store_error::overload;
     counters.errors[static_cast<std::size_t>(e)].add();
+  }
+
+  void count_error_reply(node& from, const redisReply& reply) {
+    const std::string_view text(reply.str, reply.len);
+    const std::string_view kind = redis::error_kind(text);
+    counters.errors[static_cast<std::size_t>(kind == "oom" ? store_error::oom : store_error::script)]
+        .add();
+    if (kind == "noscript") from.link->reload_script();
+    if (kind == "clusterdown" || kind == "redirect") refresh_slot_map();
+    log_error(text);
   }
 
   /// Error replies are logged at most once a second per worker.
@@ -192,16 +588,22 @@ class redis_store::worker_side final : public redis::link_events {
 
   redis_store& store_;
   std::uint32_t index_;
-  redis::link* link_ = nullptr;      ///< owned by its coroutine on this worker's io_context
-  over_limit_cache cache_;           ///< keys Redis found over a limit
-  redis::command_args args_;         ///< the call being built
-  std::string command_;              ///< ... and formatted
+  boost::asio::io_context* io_ = nullptr;        ///< this worker's
+  std::vector<std::unique_ptr<node>> nodes_;     ///< servers, by index
+  std::vector<std::uint16_t> slots_;             ///< Cluster: slot -> node index
+  bool map_known_ = false;                       ///< Cluster: slots_ came from CLUSTER SLOTS
+  clock_type::time_point map_asked_{};           ///< when the map was last asked for
+  over_limit_cache cache_;                       ///< keys Redis found over a limit
+  redis::command_args args_;                     ///< the call being built
+  std::string command_;                          ///< ... and formatted
+  std::string key_;                              ///< a key being named (its slot)
   clock_type::time_point last_error_log_{};
 };
 
 redis_store::redis_store(redis_options o, std::uint32_t workers,
                          std::unique_ptr<local_store> fallback)
     : o_(std::move(o)), fallback_(std::move(fallback)) {
+  if (o_.nodes.empty()) throw std::runtime_error("store: no redis address");
   if (!o_.tls_ca.empty()) {
     tls_ = std::make_unique<boost::asio::ssl::context>(boost::asio::ssl::context::tls_client);
     boost::system::error_code ec;

@@ -25,8 +25,9 @@ enum class fail_mode : std::uint8_t { local, open, closed };
 
 /// The Redis store's settings (from config::store_config).
 struct redis_options {
-  std::string host;                                                   ///< the server
-  std::uint16_t port = 6379;                                          ///< its port
+  /// The server, or the Cluster's seed nodes (host, port).
+  std::vector<std::pair<std::string, std::uint16_t>> nodes;
+  bool cluster = false;                                               ///< Redis Cluster
   std::string username;                                               ///< ACL user, or ""
   std::string password;                                               ///< "": no AUTH
   std::string key_prefix = "tg:";                                     ///< of every key

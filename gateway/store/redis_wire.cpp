@@ -113,6 +113,43 @@ end
 return out
 )lua";
 
+constexpr std::string_view refund_text = R"lua(-- tollgate GCRA refund v1 (DESIGN §11)
+local B = 1000000000
+local sub, tonumber = string.sub, tonumber
+local t = redis.call('TIME')
+local now_s, now_n = tonumber(t[1]), tonumber(t[2]) * 1000
+for g = 1, #KEYS do
+  local v = redis.call('GET', KEYS[g])
+  if v and #v == 41 then
+    local st = {tonumber(sub(v, 1, 11)) or 0, tonumber(sub(v, 12, 20)) or 0,
+                tonumber(sub(v, 22, 32)) or 0, tonumber(sub(v, 33, 41)) or 0}
+    for tier = 0, 1 do
+      local b = (g - 1) * 8 + tier * 4
+      local es, en = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
+      local ws, wn = tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+      -- r = min(c T, max(0, tat_written - now))
+      local rs, rn = ws - now_s, wn - now_n
+      if rn < 0 then rs, rn = rs - 1, rn + B end
+      if rs < 0 then rs, rn = 0, 0 end
+      if rs > es or (rs == es and rn > en) then rs, rn = es, en end
+      local ts, tn = st[2 * tier + 1] - rs, st[2 * tier + 2] - rn
+      if tn < 0 then ts, tn = ts - 1, tn + B end
+      if ts < 0 then ts, tn = 0, 0 end
+      st[2 * tier + 1], st[2 * tier + 2] = ts, tn
+    end
+    local xs, xn = st[1], st[2]
+    if st[3] > xs or (st[3] == xs and st[4] > xn) then xs, xn = st[3], st[4] end
+    if xs < now_s or (xs == now_s and xn <= now_n) then
+      redis.call('DEL', KEYS[g])
+    else
+      redis.call('SET', KEYS[g], string.format('%011d%09d %011d%09d', st[1], st[2], st[3], st[4]),
+                 'PXAT', xs * 1000 + math.ceil(xn / 1000000))
+    end
+  end
+end
+return 1
+)lua";
+
 std::string sha1_hex(std::string_view s) {
   unsigned char digest[SHA_DIGEST_LENGTH];
   SHA1(reinterpret_cast<const unsigned char*>(s.data()), s.size(), digest);
@@ -167,6 +204,13 @@ std::string_view gcra_script() noexcept { return script_text; }
 
 const std::string& gcra_sha() noexcept {
   static const std::string sha = sha1_hex(script_text);
+  return sha;
+}
+
+std::string_view refund_script() noexcept { return refund_text; }
+
+const std::string& refund_sha() noexcept {
+  static const std::string sha = sha1_hex(refund_text);
   return sha;
 }
 
@@ -226,48 +270,110 @@ void append_key(std::string& out, std::string_view prefix, const limit::limit_re
   }
 }
 
+namespace {
+
+/// Writes arguments back to back into `out.storage`, then points argv at them (the string
+/// may move while it grows).
+class args_writer {
+ public:
+  explicit args_writer(command_args& out) : out_(out) { out_.storage.clear(); }
+  std::string& text() { return out_.storage; }
+  void end_arg() { ends_[n_++] = out_.storage.size(); }
+  void number(std::int64_t v) {
+    char buf[24];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    out_.storage.append(buf, r.ptr);
+    end_arg();
+  }
+  void finish() {
+    std::size_t start = 0;
+    for (int i = 0; i < n_; ++i) {
+      out_.argv[i] = out_.storage.data() + start;
+      out_.lengths[i] = ends_[i] - start;
+      start = ends_[i];
+    }
+    out_.count = n_;
+  }
+
+ private:
+  command_args& out_;
+  std::array<std::size_t, command_args::max_args> ends_{};
+  int n_ = 0;
+};
+
+bool in(group_mask m, std::uint8_t g) { return (m >> g & 1) != 0; }
+
+}  // namespace
+
 void build_call(command_args& out, std::string_view verb, std::string_view script_ref,
                 std::string_view prefix, const limit::limit_request& req,
-                std::string_view now_arg) {
-  // Arguments are written back to back into storage first and pointed at afterwards, since
-  // the string may move while it grows.
-  std::string& s = out.storage;
-  s.clear();
-  std::array<std::size_t, command_args::max_args> ends{};
-  int n = 0;
-  auto end_arg = [&] { ends[n++] = s.size(); };
+                std::string_view now_arg, group_mask groups) {
+  args_writer w(out);
+  std::string& s = w.text();
   s += verb;
-  end_arg();
+  w.end_arg();
   s += script_ref;
-  end_arg();
-  append_uint(s, req.group_count);
-  end_arg();
+  w.end_arg();
+  int keys = 0;
+  for (std::uint8_t g = 0; g < req.group_count; ++g) keys += in(groups, g);
+  w.number(keys);
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
+    if (!in(groups, g)) continue;
     append_key(s, prefix, req, g);
-    end_arg();
+    w.end_arg();
   }
   s += now_arg;
-  end_arg();
-  append_uint(s, req.cost);
-  end_arg();
+  w.end_arg();
+  w.number(req.cost);
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
+    if (!in(groups, g)) continue;
     const limit::limit_spec& spec = *req.groups[g].spec;
     s += spec.shadow ? '1' : '0';
-    end_arg();
+    w.end_arg();
     for (const limit::gcra_params& p : spec.tiers) {
-      append_uint(s, p.burst == 0 ? 0 : static_cast<std::uint64_t>(p.emission));
-      end_arg();
-      append_uint(s, p.burst);
-      end_arg();
+      w.number(p.burst == 0 ? 0 : p.emission);
+      w.number(p.burst);
     }
   }
-  std::size_t start = 0;
-  for (int i = 0; i < n; ++i) {
-    out.argv[i] = s.data() + start;
-    out.lengths[i] = ends[i] - start;
-    start = ends[i];
+  w.finish();
+}
+
+void build_refund(command_args& out, std::string_view prefix, const limit::limit_request& req,
+                  group_mask groups, const script_reply& r) {
+  args_writer w(out);
+  std::string& s = w.text();
+  s += "EVALSHA";
+  w.end_arg();
+  s += refund_sha();
+  w.end_arg();
+  int keys = 0;
+  for (std::uint8_t g = 0; g < req.group_count; ++g) keys += in(groups, g);
+  w.number(keys);
+  for (std::uint8_t g = 0; g < req.group_count; ++g) {
+    if (!in(groups, g)) continue;
+    append_key(s, prefix, req, g);
+    w.end_arg();
   }
-  out.count = n;
+  constexpr core::nanos B = 1'000'000'000;
+  for (std::uint8_t g = 0; g < req.group_count; ++g) {
+    if (!in(groups, g)) continue;
+    const limit::limit_spec& spec = *req.groups[g].spec;
+    for (std::size_t t = 0; t < 2; ++t) {
+      const tier_reply& tr = r.tiers[g][t];
+      if (tr.allowed != 1) {  // nothing written for this tier
+        for (int i = 0; i < 4; ++i) w.number(0);
+        continue;
+      }
+      // c·T <= max_burst · T fits in int64 (validated at load), and so does the tat.
+      const core::nanos e = static_cast<core::nanos>(req.cost) * spec.tiers[t].emission;
+      const core::nanos written = r.redis_now + tr.d;
+      w.number(e / B);
+      w.number(e % B);
+      w.number(written / B);
+      w.number(written % B);
+    }
+  }
+  w.finish();
 }
 
 bool append_command(std::string& out, const command_args& args) {
@@ -291,21 +397,24 @@ bool append_command(std::string& out, std::initializer_list<std::string_view> ar
   return append_command(out, a);
 }
 
-bool decode_decision(const redisReply& reply, const limit::limit_request& req,
-                     limit::decision& out, core::nanos* redis_now) {
+bool read_reply(const redisReply& reply, const limit::limit_request& req, group_mask groups,
+                script_reply& out) {
   if (reply.type != REDIS_REPLY_ARRAY) return false;
-  if (reply.elements != 4 + std::size_t{req.group_count} * 6) return false;
+  std::size_t n = 0;
+  for (std::uint8_t g = 0; g < req.group_count; ++g) n += in(groups, g);
+  if (reply.elements != 4 + n * 6) return false;
   long long admitted = 0, shadow = 0, now_s = 0, now_n = 0;
   if (!integer_at(reply, 0, admitted) || !integer_at(reply, 1, shadow) ||
-      !integer_at(reply, 2, now_s) || !integer_at(reply, 3, now_n)) {
+      !integer_at(reply, 2, now_s) || !integer_at(reply, 3, now_n) || now_s < 0 ||
+      now_s > 9'000'000'000LL || now_n < 0 || now_n >= 1'000'000'000) {
     return false;
   }
-  if (redis_now != nullptr) *redis_now = now_s * 1'000'000'000LL + now_n;
-  out = limit::decision{};
+  out.redis_now = now_s * 1'000'000'000LL + now_n;
   out.admitted = admitted == 1;
   out.shadow_limited = out.admitted && shadow == 1;
   std::size_t i = 4;
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
+    if (!in(groups, g)) continue;
     const limit::limit_spec& spec = *req.groups[g].spec;
     for (std::uint8_t t = 0; t < 2; ++t, i += 3) {
       long long allowed = 0, ds = 0, dn = 0;
@@ -316,24 +425,52 @@ bool decode_decision(const redisReply& reply, const limit::limit_request& req,
       const limit::gcra_params& p = spec.tiers[t];
       if (p.burst == 0) {
         if (allowed != -1) return false;
+        out.tiers[g][t] = {};
         continue;
       }
-      if (allowed == -1 || ds < 0 || dn < 0 || dn >= 1'000'000'000 ||
+      if (allowed < 0 || allowed > 1 || ds < 0 || dn < 0 || dn >= 1'000'000'000 ||
           ds > 9'000'000'000LL) {
         return false;
       }
+      const core::nanos d = ds * 1'000'000'000LL + dn;
+      // A rejection's stored tat lies beyond what admits the cost: its wait is positive.
+      if (allowed == 0 && d <= static_cast<core::nanos>(p.burst - req.cost) * p.emission) {
+        return false;
+      }
+      out.tiers[g][t] = {static_cast<std::int8_t>(allowed), d};
+    }
+  }
+  return true;
+}
+
+void assemble(const limit::limit_request& req, const script_reply& r, bool admitted,
+              bool shadow_limited, limit::decision& out) {
+  out = limit::decision{};
+  out.admitted = admitted;
+  out.shadow_limited = admitted && shadow_limited;
+  for (std::uint8_t g = 0; g < req.group_count; ++g) {
+    const limit::limit_spec& spec = *req.groups[g].spec;
+    for (std::uint8_t t = 0; t < 2; ++t) {
+      const limit::gcra_params& p = spec.tiers[t];
+      if (p.burst == 0) continue;
+      const tier_reply& tr = r.tiers[g][t];
       // Relative to Redis's now, placed on the gateway's: remaining, Retry-After and the
       // policy's t= are differences, so a gateway clock that differs from Redis's changes
       // only the absolute X-RateLimit-Reset.
-      const core::nanos d = ds * 1'000'000'000LL + dn;
       const core::nanos wait =
-          allowed == 1 ? 0
-                       : d - static_cast<core::nanos>(p.burst - req.cost) * p.emission;
-      if (allowed == 0 && wait <= 0) return false;
-      out.limits[out.count++] = {req.now + d, wait, g, static_cast<limit::tier>(t)};
+          tr.allowed == 1 ? 0 : tr.d - static_cast<core::nanos>(p.burst - req.cost) * p.emission;
+      out.limits[out.count++] = {req.now + tr.d, wait, g, static_cast<limit::tier>(t)};
     }
   }
   limit::choose_binding(req, out);
+}
+
+bool decode_decision(const redisReply& reply, const limit::limit_request& req,
+                     limit::decision& out, core::nanos* redis_now) {
+  script_reply r;
+  if (!read_reply(reply, req, all_groups, r)) return false;
+  if (redis_now != nullptr) *redis_now = r.redis_now;
+  assemble(req, r, r.admitted, r.shadow_limited, out);
   return true;
 }
 

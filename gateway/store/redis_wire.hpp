@@ -28,6 +28,18 @@ std::string_view gcra_script() noexcept;
 /// SHA-1 of gcra_script() in lower-case hex (what EVALSHA names it by).
 const std::string& gcra_sha() noexcept;
 
+/// The refund script of Redis Cluster (DESIGN §11): gives back what a part of a decision
+/// committed when another part, in another slot, rejected the request. Per key and tier it
+/// takes r = min(c·T, max(0, tat_written − now)) off the stored tat, which provably never
+/// lowers it below the tat of the same admitted requests without the refunded one; a key
+/// whose tats have both passed is deleted.
+///
+/// KEYS: the keys to refund. ARGV per key and tier (short, long): c·T and the tat written, each
+/// as seconds and nanoseconds (0 0 0 0: nothing for that tier).
+std::string_view refund_script() noexcept;
+/// SHA-1 of refund_script().
+const std::string& refund_sha() noexcept;
+
 /// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag, modulo 16384.
 std::uint16_t key_slot(std::string_view key) noexcept;
 /// CRC16/XMODEM of `s` (the Cluster specification's).
@@ -55,11 +67,41 @@ struct command_args {
   int count = 0;                                  ///< arguments used
 };
 
-/// Fills `out` with the script call deciding groups [first, first + n) of `req` (all of them:
-/// first 0, n = group_count). `now_arg` is "" in production (Redis time).
+/// Groups of a request, as bits (bit g: group g).
+using group_mask = std::uint16_t;
+inline constexpr group_mask all_groups = 0xffff;
+
+/// Fills `out` with the script call deciding the groups of `req` in `groups` (all: every
+/// group). `now_arg` is "" in production (Redis time).
 void build_call(command_args& out, std::string_view verb, std::string_view script_ref,
                 std::string_view prefix, const limit::limit_request& req,
-                std::string_view now_arg = {});
+                std::string_view now_arg = {}, group_mask groups = all_groups);
+
+/// What the script said of one tier.
+struct tier_reply {
+  std::int8_t allowed = -1;  ///< 1 allowed, 0 rejected, -1 no such tier
+  core::nanos d = 0;         ///< tat − now on Redis's clock (new tat if allowed, else stored)
+};
+/// What the script said of the groups it decided.
+struct script_reply {
+  bool admitted = false;        ///< its enforced groups allowed (and were committed)
+  bool shadow_limited = false;  ///< admitted, but one of its shadowed groups rejected
+  core::nanos redis_now = 0;    ///< Redis's clock when it ran
+  std::array<std::array<tier_reply, 2>, limit::max_groups> tiers{};  ///< by request group
+};
+/// Reads the script's reply for the groups `groups` of `req` into `out` (other groups are
+/// left alone). False when the reply does not have the script's shape.
+bool read_reply(const redisReply& reply, const limit::limit_request& req, group_mask groups,
+                script_reply& out);
+/// The decision for `req` from every tier's reply in `r` (outcomes in request order, tats on
+/// the gateway's clock: req.now + d), admitted and shadow_limited as given, binding chosen.
+void assemble(const limit::limit_request& req, const script_reply& r, bool admitted,
+              bool shadow_limited, limit::decision& out);
+
+/// Fills `out` with the refund call for the groups `groups` of `req`, whose tats the part's
+/// script wrote at Redis time `r.redis_now` (+ each tier's d).
+void build_refund(command_args& out, std::string_view prefix, const limit::limit_request& req,
+                  group_mask groups, const script_reply& r);
 
 /// Formats `args` as one RESP command (hiredis) and appends it to `out`. False when hiredis
 /// could not (out of memory).
