@@ -33,9 +33,6 @@ constexpr auto use_tuple = asio::as_tuple(asio::deferred);
 /// The link's own calls.
 enum own_call : std::uint8_t { not_own = 0, own_auth = 1, own_refund = 2, own_script = 3 };
 
-struct reader_free {
-  void operator()(redisReader* r) const noexcept { redisReaderFree(r); }
-};
 struct reply_free {
   void operator()(void* r) const noexcept { freeReplyObject(r); }
 };
@@ -100,7 +97,7 @@ class link_impl final : public link {
   /// Connects (TCP, then TLS), then sends AUTH and SCRIPT LOAD; "" when connected, else why not.
   asio::awaitable<std::string> connect_once() {
     const std::uint64_t gen = ++generation_;
-    reader_.reset(redisReaderCreate());
+    reader_ = make_reader();
     tcp::resolver resolver(io_);
     // One deadline for resolving, connecting and the TLS handshake: it closes what is open.
     bool expired = false;
@@ -195,9 +192,15 @@ class link_impl final : public link {
       for (;;) {
         void* r = nullptr;
         if (redisReaderGetReply(reader_.get(), &r) != REDIS_OK) {
-          co_return "unreadable reply from " + where();
+          co_return "unreadable reply from " + where() + " (" + reader_->errstr + ")";
         }
-        if (r == nullptr) break;
+        if (r == nullptr) {
+          // A reply not complete yet: what it may hold unparsed is bounded.
+          if (reader_->len - reader_->pos > max_unparsed_bytes) {
+            co_return "a reply larger than 4 MiB from " + where();
+          }
+          break;
+        }
         const std::unique_ptr<void, reply_free> owned(r);
         const auto* reply = static_cast<const redisReply*>(r);
         if (fifo_.empty()) co_return "a reply nobody asked for from " + where();
@@ -356,7 +359,7 @@ class link_impl final : public link {
   link_events& events_;
   std::optional<tcp::socket> socket_;                  ///< plain connection
   std::optional<asio::ssl::stream<tcp::socket>> tls_;  ///< TLS connection
-  std::unique_ptr<redisReader, reader_free> reader_;   ///< hiredis's RESP reader
+  reader_ptr reader_;                                  ///< hiredis's RESP reader, bounded
   std::array<char, 16 * 1024> in_{};                   ///< bytes read
   std::deque<pending_call> fifo_;                      ///< calls in send order
   std::string out_;                                    ///< commands not yet written

@@ -37,6 +37,9 @@ constexpr std::uint16_t no_node = 0xffff;
 constexpr std::size_t slot_count = 16384;
 /// Redirections followed per call before fail_mode decides.
 constexpr std::uint8_t max_redirects = 3;
+/// Most Redis servers one worker connects to (Cluster primaries named by slot maps and
+/// redirections).
+constexpr std::size_t max_nodes = 64;
 
 /// Completes `done` through its executor, never inline (the initiating function has not
 /// returned yet).
@@ -181,11 +184,17 @@ class redis_store::worker_side final {
     return *nodes_.back();
   }
 
+  /// The node at host:port, or nullptr.
+  node* find_node(const std::string& host, std::uint16_t port) {
+    for (auto& n : nodes_) {
+      if (n->host == host && n->port == port) return n.get();
+    }
+    return nullptr;
+  }
+
   /// The node at host:port, made (and connected) if new.
   node& node_at(const std::string& host, std::uint16_t port) {
-    for (auto& n : nodes_) {
-      if (n->host == host && n->port == port) return *n;
-    }
+    if (node* n = find_node(host, port)) return *n;
     node& n = add_node(host, port);
     if (io_ != nullptr) connect(n);
     return n;
@@ -295,6 +304,7 @@ class redis_store::worker_side final {
     if (!r || !cluster()) return nullptr;
     counters.errors[static_cast<std::size_t>(store_error::redirect)].add();
     if (c.redirects >= max_redirects) return nullptr;
+    if (nodes_.size() >= max_nodes && find_node(r->host, r->port) == nullptr) return nullptr;
     node& to = node_at(r->host, r->port);
     if (!r->ask) {
       slots_[r->slot] = to.index;
@@ -453,24 +463,11 @@ class redis_store::worker_side final {
       return;
     }
     std::vector<std::uint16_t> map(slot_count, no_node);
-    for (std::size_t i = 0; i < r.elements; ++i) {
-      const redisReply* e = r.element[i];
-      if (e == nullptr || e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
-      const redisReply* a = e->element[0];
-      const redisReply* b = e->element[1];
-      const redisReply* primary = e->element[2];
-      if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER ||
-          primary->type != REDIS_REPLY_ARRAY || primary->elements < 2 ||
-          primary->element[0]->type != REDIS_REPLY_STRING ||
-          primary->element[1]->type != REDIS_REPLY_INTEGER || a->integer < 0 ||
-          b->integer >= static_cast<long long>(slot_count) || a->integer > b->integer ||
-          primary->element[1]->integer <= 0 || primary->element[1]->integer > 65535) {
-        continue;
-      }
-      std::string host(primary->element[0]->str, primary->element[0]->len);
-      if (host.empty() || host == "?") host = from.host;  // "the node you asked"
-      const node& n = node_at(host, static_cast<std::uint16_t>(primary->element[1]->integer));
-      for (long long s = a->integer; s <= b->integer; ++s) map[static_cast<std::size_t>(s)] = n.index;
+    for (const redis::slot_range& range : redis::parse_slot_map(r, from.host)) {
+      // A map naming more primaries than any real cluster has is not followed past the cap.
+      if (nodes_.size() >= max_nodes && find_node(range.host, range.port) == nullptr) continue;
+      const node& n = node_at(range.host, range.port);
+      for (std::size_t slot = range.first; slot <= range.last; ++slot) map[slot] = n.index;
     }
     const std::size_t known = slot_count - static_cast<std::size_t>(std::count(map.begin(), map.end(), no_node));
     if (!map_known_ || map != slots_) {

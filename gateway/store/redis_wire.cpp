@@ -5,6 +5,8 @@
 
 #include <charconv>
 #include <cstdio>
+#include <memory>
+#include <vector>
 
 #include "gateway/core/address.hpp"
 
@@ -198,7 +200,64 @@ bool integer_at(const redisReply& r, std::size_t i, long long& v) {
   return true;
 }
 
+/// The bounded reader: hiredis's own object functions behind a check of the elements an
+/// array declares. The budget lives in the reader's privdata (hiredis copies it into each
+/// task) and starts again with each top-level reply.
+struct reader_budget {
+  const redisReplyObjectFunctions* inner = nullptr;  ///< hiredis's defaults
+  redisReplyObjectFunctions fn{};                    ///< ours
+  std::size_t elements = 0;                          ///< declared by the reply being read
+};
+constexpr int max_array_elements = 65536;
+constexpr std::size_t max_reply_elements = 1u << 20;
+
+reader_budget* budget_of(const redisReadTask* t) { return static_cast<reader_budget*>(t->privdata); }
+void start_reply(const redisReadTask* t) {
+  if (t->parent == nullptr) budget_of(t)->elements = 0;
+}
+void* bounded_array(const redisReadTask* t, int elements) {
+  reader_budget* b = budget_of(t);
+  start_reply(t);
+  if (elements > max_array_elements) return nullptr;  // the reader reports "out of memory"
+  b->elements += static_cast<std::size_t>(elements < 0 ? 0 : elements);
+  if (b->elements > max_reply_elements) return nullptr;
+  return b->inner->createArray(t, elements);
+}
+void* bounded_string(const redisReadTask* t, char* s, std::size_t n) {
+  start_reply(t);
+  return budget_of(t)->inner->createString(t, s, n);
+}
+void* bounded_integer(const redisReadTask* t, long long v) {
+  start_reply(t);
+  return budget_of(t)->inner->createInteger(t, v);
+}
+void* bounded_nil(const redisReadTask* t) {
+  start_reply(t);
+  return budget_of(t)->inner->createNil(t);
+}
+
 }  // namespace
+
+void reader_free::operator()(redisReader* r) const noexcept {
+  auto* b = static_cast<reader_budget*>(r->privdata);
+  redisReaderFree(r);
+  delete b;
+}
+
+reader_ptr make_reader() {
+  redisReader* r = redisReaderCreate();
+  if (r == nullptr) return nullptr;
+  auto* b = new reader_budget;
+  b->inner = r->fn;
+  b->fn = *r->fn;
+  b->fn.createArray = bounded_array;
+  b->fn.createString = bounded_string;
+  b->fn.createInteger = bounded_integer;
+  b->fn.createNil = bounded_nil;
+  r->fn = &b->fn;
+  r->privdata = b;
+  return reader_ptr(r);
+}
 
 std::string_view gcra_script() noexcept { return script_text; }
 
@@ -364,9 +423,13 @@ void build_refund(command_args& out, std::string_view prefix, const limit::limit
         for (int i = 0; i < 4; ++i) w.number(0);
         continue;
       }
-      // c·T <= max_burst · T fits in int64 (validated at load), and so does the tat.
+      // c·T <= burst·T fits in int64 (validated at load); a tat past int64 gets no refund.
       const core::nanos e = static_cast<core::nanos>(req.cost) * spec.tiers[t].emission;
-      const core::nanos written = r.redis_now + tr.d;
+      core::nanos written;
+      if (__builtin_add_overflow(r.redis_now, tr.d, &written)) {
+        for (int i = 0; i < 4; ++i) w.number(0);
+        continue;
+      }
       w.number(e / B);
       w.number(e % B);
       w.number(written / B);
@@ -433,10 +496,14 @@ bool read_reply(const redisReply& reply, const limit::limit_request& req, group_
         return false;
       }
       const core::nanos d = ds * 1'000'000'000LL + dn;
-      // A rejection's stored tat lies beyond what admits the cost: its wait is positive.
+      // The GCRA keeps every tat within now + burst·T (clamped so), and a rejection's stored
+      // tat lies beyond what admits the cost: its wait is positive.
+      if (d > static_cast<core::nanos>(p.burst) * p.emission) return false;
       if (allowed == 0 && d <= static_cast<core::nanos>(p.burst - req.cost) * p.emission) {
         return false;
       }
+      core::nanos tat;
+      if (__builtin_add_overflow(req.now, d, &tat)) return false;
       out.tiers[g][t] = {static_cast<std::int8_t>(allowed), d};
     }
   }
@@ -503,8 +570,43 @@ std::optional<redirect> parse_redirect(std::string_view e) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
+  // A host name or address: printable, no spaces, not empty.
+  if (host.empty() || host.size() > 255) return std::nullopt;
+  for (const char ch : host) {
+    if (static_cast<unsigned char>(ch) <= ' ' || static_cast<unsigned char>(ch) >= 0x7f) {
+      return std::nullopt;
+    }
+  }
   r.host = std::string(host);
   return r;
+}
+
+std::vector<slot_range> parse_slot_map(const redisReply& r, const std::string& asked) {
+  std::vector<slot_range> out;
+  if (r.type != REDIS_REPLY_ARRAY) return out;
+  for (std::size_t i = 0; i < r.elements; ++i) {
+    const redisReply* e = r.element[i];
+    if (e == nullptr || e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
+    const redisReply* a = e->element[0];
+    const redisReply* b = e->element[1];
+    const redisReply* primary = e->element[2];
+    if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER ||
+        primary->type != REDIS_REPLY_ARRAY || primary->elements < 2 ||
+        primary->element[0]->type != REDIS_REPLY_STRING ||
+        primary->element[1]->type != REDIS_REPLY_INTEGER || a->integer < 0 ||
+        b->integer > 16383 || a->integer > b->integer || primary->element[1]->integer <= 0 ||
+        primary->element[1]->integer > 65535) {
+      continue;
+    }
+    slot_range s;
+    s.first = static_cast<std::uint16_t>(a->integer);
+    s.last = static_cast<std::uint16_t>(b->integer);
+    s.host.assign(primary->element[0]->str, primary->element[0]->len);
+    if (s.host.empty() || s.host == "?") s.host = asked;  // "the node you asked"
+    s.port = static_cast<std::uint16_t>(primary->element[1]->integer);
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 std::string_view error_kind(std::string_view e) noexcept {

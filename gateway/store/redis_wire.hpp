@@ -4,13 +4,16 @@
 /// Cluster slots and redirections. RESP itself is hiredis's (formatting and reading).
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gateway/limit/request.hpp"
 
 struct redisReply;
+struct redisReader;
 
 namespace tollgate::store::redis {
 
@@ -56,6 +59,19 @@ void append_key(std::string& out, std::string_view prefix, const limit::limit_re
 
 /// The request's coarse network as the hash tag's text ("198.51.100.0/24", "2001:db8::/48").
 void append_network(std::string& out, const limit::limit_request& req);
+
+/// hiredis's RESP reader with bounds (hiredis 0.14 allocates an array's element pointers when
+/// its header arrives: a reply of "*2000000000" would ask for 16 GB): an array may declare at
+/// most 65 536 elements, and one reply at most 1 048 576 in all; past either the reader fails
+/// (the connection is then closed).
+struct reader_free {
+  void operator()(redisReader* r) const noexcept;
+};
+using reader_ptr = std::unique_ptr<redisReader, reader_free>;
+reader_ptr make_reader();
+/// Most bytes a connection's reader may hold unparsed (a reply not yet complete): past it, the
+/// connection is closed.
+inline constexpr std::size_t max_unparsed_bytes = 4 * 1024 * 1024;
 
 /// The arguments of one decision's EVALSHA (or EVAL, when `sha` holds the script), in
 /// `argv`/`lengths` pointing into `storage`.
@@ -124,6 +140,17 @@ struct redirect {
 };
 /// Parses `MOVED 3999 127.0.0.1:6381` or `ASK ...`; nothing for anything else.
 std::optional<redirect> parse_redirect(std::string_view error);
+
+/// One range of slots and the primary that serves it (CLUSTER SLOTS).
+struct slot_range {
+  std::uint16_t first = 0, last = 0;  ///< inclusive
+  std::string host;                   ///< the primary
+  std::uint16_t port = 0;             ///< its port
+};
+/// The ranges of a CLUSTER SLOTS reply ([[start, end, [host, port, id, ...], replicas...], ...]);
+/// an empty host (or "?") is `asked`, the node that answered. Malformed entries are skipped;
+/// nothing when the reply is not an array.
+std::vector<slot_range> parse_slot_map(const redisReply& reply, const std::string& asked);
 
 /// Classifies an error reply for the error metric: "noscript", "oom", "busy", "redirect",
 /// "tryagain", "clusterdown", or "script" for anything else.

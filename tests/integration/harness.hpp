@@ -33,6 +33,8 @@ class child {
   int wait();
   /// Everything read from its output so far.
   const std::string& output() const { return seen_; }
+  /// Its process id.
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;

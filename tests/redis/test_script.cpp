@@ -2,8 +2,16 @@
 // the same instants (the script's test-only "now" argument) must give identical decisions,
 // identical tats and waits, and so identical header values.
 
+#include <arpa/inet.h>
 #include <catch2/catch.hpp>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
 
 #include <chrono>
 #include <memory>
@@ -272,4 +280,125 @@ TEST_CASE("on Redis's clock the script writes one value per key that expires at 
   client.command("SET %s garbage", fine_key);
   CHECK(client.decide(req, true).admitted);
   CHECK(client.command("GET %s", fine_key)->len == 41);
+}
+
+namespace {
+
+/// A "Redis" on a loopback port that answers every connection's first bytes with `reply`
+/// (and, when `endless`, keeps sending `reply` until the peer leaves), counting connections.
+class hostile_redis {
+ public:
+  hostile_redis(std::string reply, bool endless) : reply_(std::move(reply)), endless_(endless) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(listener_, 16) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~hostile_redis() {
+    stop_ = true;
+    ::shutdown(listener_, SHUT_RDWR);
+    ::close(listener_);
+    thread_.join();
+  }
+  std::uint16_t port = 0;
+  std::atomic<int> connections{0};
+  std::atomic<std::uint64_t> bytes_sent{0};
+
+ private:
+  void serve() {
+    while (!stop_) {
+      const int c = ::accept(listener_, nullptr, nullptr);
+      if (c < 0) return;
+      ++connections;
+      char buf[4096];
+      if (::recv(c, buf, sizeof buf, 0) > 0) {
+        timeval tv{0, 200'000};
+        ::setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        do {
+          const ssize_t n = ::send(c, reply_.data(), reply_.size(), MSG_NOSIGNAL);
+          if (n <= 0) break;
+          bytes_sent += static_cast<std::uint64_t>(n);
+        } while (endless_ && !stop_);
+      }
+      ::close(c);
+    }
+  }
+  std::string reply_;
+  bool endless_;
+  int listener_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+/// Resident memory of process `pid`, in KiB.
+long rss_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("a hostile or broken Redis costs bounded memory and the gateway keeps answering",
+          "[redis][hostile]") {
+  struct variant {
+    const char* name;
+    std::string reply;
+    bool endless;
+  };
+  const std::vector<variant> variants = {
+      // hiredis 0.14 would allocate 16 GB of element pointers for this header alone.
+      {"an array of two billion elements", "*2000000000\r\n", false},
+      {"nested arrays past the reply's budget", [] {
+         std::string s = "*60000\r\n";
+         for (int i = 0; i < 60; ++i) s += "*60000\r\n";
+         return s;
+       }(), false},
+      // A bulk string that never ends: at most 4 MiB is held, then the connection goes.
+      {"an endless bulk string", "$999999999\r\n" + std::string(64 * 1024, 'x'), true},
+      {"not RESP at all", "HTTP/1.1 200 OK\r\n\r\n", false},
+      {"the wrong SHA", "$40\r\n0000000000000000000000000000000000000000\r\n", false},
+  };
+  for (const variant& v : variants) {
+    CAPTURE(v.name);
+    hostile_redis redis(v.reply, v.endless);
+    echo_server echo;
+    gateway gw("listeners: [{ name: public, address: 127.0.0.1, port: 0 }]\n"
+               "admin: { address: 127.0.0.1, port: 0 }\n"
+               "workers: 1\n"
+               "upstreams: { app: { endpoints: ['{echo}'] } }\n"
+               "default_route: { category: general, upstream: app }\n"
+               "policies: ['{policy}']\n"
+               "store: { type: redis, address: '127.0.0.1:" + std::to_string(redis.port) +
+                   "', timeout: 20ms, connect_timeout: 300ms, fail_mode: open }\n",
+               "categories:\n  general:\n    limits:\n"
+               "      ipv4_individual: { short: { rate: 10/s, burst: 10 } }\n",
+               echo.port);
+    // The link is refused, reconnects, is refused again...; requests are answered by
+    // fail_mode open meanwhile, and the process stays small.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (redis.connections < 3) {
+      REQUIRE(std::chrono::steady_clock::now() < until);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (int i = 0; i < 5; ++i) {
+      const auto r = request(gw.port, get("/x"));
+      CHECK(r.status == 200);
+      CHECK(r.header("x-ratelimit-limit").empty());
+    }
+    CHECK(rss_kib(gw.process->pid()) < 200 * 1024);
+    CHECK(sample(metrics_text(gw), "tollgate_store_degraded") == 1);
+    CHECK(gw.process->wait_for_line("cannot use redis").find("127.0.0.1:" +
+                                                            std::to_string(redis.port)) !=
+          std::string::npos);
+  }
 }

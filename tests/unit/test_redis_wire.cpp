@@ -199,7 +199,8 @@ TEST_CASE("MOVED and ASK name the node; anything else is not a redirection", "[r
   CHECK(a->host == "::1");
   CHECK(a->port == 7000);
   for (const char* bad : {"MOVED", "MOVED 16384 h:1", "MOVED x h:1", "MOVED 1 h", "MOVED 1 h:0",
-                          "MOVED 1 :5", "ASK 1 h:99999", "ERR MOVED 1 h:1", "MOVED 1 h:1x"}) {
+                          "MOVED 1 :5", "ASK 1 h:99999", "ERR MOVED 1 h:1", "MOVED 1 h:1x",
+                          "ASK 12 []:7000", "MOVED 1 a b:7000", "MOVED 1 a\x01:7000"}) {
     CAPTURE(bad);
     CHECK_FALSE(redis::parse_redirect(bad));
   }
