@@ -6,6 +6,7 @@
 #
 #   bash bench/instructions.sh [SECONDS] [TOLLGATE_BINARY]   (defaults: 10, build/tollgate)
 #   CALLGRIND_KEEP=DIR bash bench/instructions.sh ...        (keeps the profile parts)
+#   TOLLGATE_BENCH_REDIS=1 bash bench/instructions.sh ...    (store: redis, a local redis-server)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-10}"
@@ -17,6 +18,13 @@ up=$(free_port)
 build/tollgate-echo --port "$up" --threads 2 >/dev/null & pids+=($!)
 wait_port "$up"
 open_gateway_yaml "$up" 1 "$work/gateway.yaml"
+if [ -n "${TOLLGATE_BENCH_REDIS:-}" ]; then
+  rd=$(free_port)
+  redis-server --port "$rd" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+    --dir "$work" >"$work/redis-server.log" 2>&1 & pids+=($!)
+  wait_port "$rd"
+  echo "store: { type: redis, address: \"127.0.0.1:$rd\", timeout: 1s, fail_mode: closed }" >>"$work/gateway.yaml"
+fi
 url_path=/api/profiles/x
 
 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$binary" \

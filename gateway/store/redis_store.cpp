@@ -6,6 +6,7 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/execution.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 
 #include <algorithm>
@@ -26,6 +27,7 @@ using redis::group_mask;
 
 /// What a call to Redis is (pending_call::kind).
 enum call_kind : std::uint8_t {
+  batch,   ///< one server: the decisions made in one turn of the event loop, in one call
   whole,   ///< every limit of a request in one script call (one slot)
   part,    ///< the limits of a request in one slot (Cluster, limits in several slots)
   refund,  ///< gives back what a part committed
@@ -77,6 +79,11 @@ struct split_decision {
       : req(r), out(o), done(std::move(d)) {}
 };
 
+/// Decisions sent together to one server (its calls' handlers, in the order of the batch).
+struct batch_decision {
+  std::vector<redis::pending_call> items;
+};
+
 }  // namespace
 
 /// One worker's connections to Redis (one per server, or per Cluster primary), the Cluster's
@@ -106,7 +113,14 @@ class redis_store::worker_side final {
 
   void start_decide(const limit::limit_request& req, limit::decision& out, decide_handler done) {
     if (!cluster()) {
-      send_whole(redis::pending_call(&req, &out, std::move(done)), 0, true);
+      // One server: every decision of this turn of the event loop goes in one call, which
+      // costs Redis one script run for all of them (a key repeated in the batch is read and
+      // written once).
+      waiting_.emplace_back(&req, &out, std::move(done));
+      if (!flush_posted_) {
+        flush_posted_ = true;
+        boost::asio::post(*io_, [this] { send_batches(); });
+      }
       return;
     }
     // Cluster: the request's groups by slot. Address keys share their network's tag, so they
@@ -227,6 +241,38 @@ class redis_store::worker_side final {
 
   // ---- sending ------------------------------------------------------------------------------
 
+  /// Sends the decisions waiting, max_batch to a call.
+  void send_batches() {
+    flush_posted_ = false;
+    std::vector<redis::pending_call> all;
+    all.swap(waiting_);
+    for (std::size_t first = 0; first < all.size(); first += redis::max_batch) {
+      auto b = std::make_shared<batch_decision>();
+      const std::size_t last = std::min(all.size(), first + redis::max_batch);
+      b->items.reserve(last - first);
+      entries_.clear();
+      for (std::size_t i = first; i < last; ++i) {
+        b->items.emplace_back(std::move(all[i]));
+        entries_.push_back({b->items.back().req});
+      }
+      node* to = node_for(0);
+      redis::failure why = redis::failure::io;
+      if (to != nullptr) {
+        redis::build_call(args_, "EVALSHA", redis::gcra_sha(), store_.o_.key_prefix, entries_);
+        command_.clear();
+        if (redis::append_command(command_, args_)) {
+          redis::pending_call c;
+          c.kind = batch;
+          c.context = b;
+          why = to->link->call(command_, std::move(c));
+          if (why == redis::failure::none) continue;
+        }
+      }
+      count_failure(why);
+      for (auto& item : b->items) finish_without_redis(item);
+    }
+  }
+
   /// Sends a whole decision to the node of `slot` (or the given node), or decides it by
   /// fail_mode when it cannot be sent. `initiating`: called from start_decide (complete later).
   void send_whole(redis::pending_call&& c, std::uint16_t slot, bool initiating,
@@ -277,6 +323,8 @@ class redis_store::worker_side final {
 
   void on_reply(node& from, redis::pending_call& c, const redisReply* reply, redis::failure why) {
     switch (c.kind) {
+      case batch:
+        return on_batch(from, c, reply, why);
       case whole:
         return on_whole(from, c, reply, why);
       case part:
@@ -322,6 +370,41 @@ class redis_store::worker_side final {
     }
     ++c.redirects;
     return &to;
+  }
+
+  void on_batch(node& from, redis::pending_call& c, const redisReply* reply, redis::failure why) {
+    auto b = std::static_pointer_cast<batch_decision>(c.context);
+    if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
+      if (reply == nullptr) {
+        count_failure(why);
+      } else {
+        count_error_reply(from, *reply);
+      }
+      for (auto& item : b->items) finish_without_redis(item);
+      return;
+    }
+    entries_.clear();
+    for (const auto& item : b->items) entries_.push_back({item.req});
+    core::nanos redis_now = 0;
+    const bool shaped = redis::read_now(*reply, entries_, redis_now);
+    const double latency = std::chrono::duration<double>(clock_type::now() - c.sent).count();
+    std::size_t at = 2;
+    redis::script_reply r;
+    for (std::size_t i = 0; i < b->items.size(); ++i) {
+      redis::pending_call& item = b->items[i];
+      if (!shaped || !redis::read_entry(*reply, at, entries_[i], r)) {
+        counters.errors[static_cast<std::size_t>(store_error::script)].add();
+        log_error("a reply of the wrong shape");
+        // Entries after a malformed one cannot be found: all of them by fail_mode.
+        for (; i < b->items.size(); ++i) finish_without_redis(b->items[i]);
+        return;
+      }
+      redis::assemble(*item.req, r, r.admitted, r.shadow_limited, *item.out);
+      counters.decisions[static_cast<std::size_t>(store_source::redis)].add();
+      counters.latency.observe(latency, metrics::store_buckets);
+      cache_.remember(*item.req, *item.out);
+      std::move(item.done)(boost::system::error_code{});
+    }
   }
 
   void on_whole(node& from, redis::pending_call& c, const redisReply* reply, redis::failure why) {
@@ -592,6 +675,9 @@ class redis_store::worker_side final {
   clock_type::time_point map_asked_{};           ///< when the map was last asked for
   over_limit_cache cache_;                       ///< keys Redis found over a limit
   redis::command_args args_;                     ///< the call being built
+  std::vector<redis::batch_entry> entries_;      ///< ... its requests
+  std::vector<redis::pending_call> waiting_;     ///< decisions for the next batch
+  bool flush_posted_ = false;                    ///< send_batches is on its way
   std::string command_;                          ///< ... and formatted
   std::string key_;                              ///< a key being named (its slot)
   clock_type::time_point last_error_log_{};

@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <span>
 #include <memory>
 #include <vector>
 
@@ -18,7 +19,8 @@ namespace {
 // Every instant is therefore two limbs (seconds, nanoseconds below 1e9), and every product
 // is a limb times a count of at most max_burst (1e6): at most 1e15, exact. Redis's TIME has
 // microsecond resolution; the arithmetic on it is exact to the nanosecond.
-constexpr std::string_view script_text = R"lua(-- tollgate GCRA v1 (DESIGN §3, §11)
+constexpr std::string_view script_text = R"lua(-- tollgate GCRA v2 (DESIGN §3, §11)
+-- A batch of requests, each decided all-or-nothing, in order, as if one after the other.
 local B = 1000000000
 local sub, tonumber, floor = string.sub, tonumber, math.floor
 local argv, keys = ARGV, KEYS
@@ -29,16 +31,23 @@ if argv[1] == '' then
 else
   now_s, now_n = tonumber(sub(argv[1], 1, -10)) or 0, tonumber(sub(argv[1], -9))
 end
-local c = tonumber(argv[2])
-local n = #keys
-local vals = redis.call('MGET', unpack(keys))
-local out = {0, 0, now_s, now_n}
-local nv = {}
-local ok_e, ok_s = true, true
 
--- One tier: stored tat (ts, tn) against T and burst. Returns allowed and the new tat when
--- allowed, the stored one (clamped) when not.
-local function tier(ts, tn, T, burst)
+-- Every key's tats (short s, ns, long s, ns), read once.
+local st = {}
+local vals = redis.call('MGET', unpack(keys))
+for k = 1, #keys do
+  local v = vals[k]
+  if v and #v == 41 then
+    st[k] = {tonumber(sub(v, 1, 11)) or 0, tonumber(sub(v, 12, 20)) or 0,
+             tonumber(sub(v, 22, 32)) or 0, tonumber(sub(v, 33, 41)) or 0}
+  else
+    st[k] = {0, 0, 0, 0}
+  end
+end
+
+-- One tier: stored tat (ts, tn) against T and burst for cost c. Returns allowed and the new
+-- tat when allowed, the stored one (clamped) when not.
+local function tier(ts, tn, T, burst, c)
   local Ts = floor(T / B)
   local Tn = T - Ts * B
   -- tat = clamp(tat, now, now + burst * T)
@@ -63,54 +72,62 @@ local function tier(ts, tn, T, burst)
   return false, ts, tn
 end
 
-for g = 1, n do
-  local b = 3 + (g - 1) * 5
-  local shadow = argv[b] == '1'
-  local v = vals[g]
-  local s0, n0, s1, n1 = 0, 0, 0, 0
-  if v and #v == 41 then
-    s0, n0 = tonumber(sub(v, 1, 11)) or 0, tonumber(sub(v, 12, 20)) or 0
-    s1, n1 = tonumber(sub(v, 22, 32)) or 0, tonumber(sub(v, 33, 41)) or 0
-  end
-  local w = (g - 1) * 4
-  nv[w + 1], nv[w + 2], nv[w + 3], nv[w + 4] = s0, n0, s1, n1
-  for t = 0, 1 do
-    local burst = tonumber(argv[b + 2 + 2 * t])
-    if burst > 0 then
-      local ok, ts, tn = tier(t == 0 and s0 or s1, t == 0 and n0 or n1,
-                              tonumber(argv[b + 1 + 2 * t]), burst)
-      if ok then
-        nv[w + 1 + 2 * t], nv[w + 2 + 2 * t] = ts, tn
-      elseif shadow then
-        ok_s = false
+local out = {now_s, now_n}
+local dirty = {}
+local a = 3
+for r = 1, tonumber(argv[2]) do
+  local c, groups = tonumber(argv[a]), tonumber(argv[a + 1])
+  a = a + 2
+  local at = #out
+  out[at + 1], out[at + 2] = 0, 0
+  local ok_e, ok_s = true, true
+  local made = {}
+  for g = 1, groups do
+    local k, shadow = tonumber(argv[a]), argv[a + 1] == '1'
+    local cur = st[k]
+    local nv = {cur[1], cur[2], cur[3], cur[4]}
+    for t = 0, 1 do
+      local burst = tonumber(argv[a + 3 + 2 * t])
+      local o = #out
+      if burst > 0 then
+        local ok, ts, tn = tier(cur[2 * t + 1], cur[2 * t + 2], tonumber(argv[a + 2 + 2 * t]), burst, c)
+        if ok then
+          nv[2 * t + 1], nv[2 * t + 2] = ts, tn
+        elseif shadow then
+          ok_s = false
+        else
+          ok_e = false
+        end
+        ts, tn = ts - now_s, tn - now_n
+        if tn < 0 then ts, tn = ts - 1, tn + B end
+        out[o + 1], out[o + 2], out[o + 3] = ok and 1 or 0, ts, tn
       else
-        ok_e = false
+        out[o + 1], out[o + 2], out[o + 3] = -1, 0, 0
       end
-      ts, tn = ts - now_s, tn - now_n
-      if tn < 0 then ts, tn = ts - 1, tn + B end
-      out[#out + 1] = ok and 1 or 0
-      out[#out + 1] = ts
-      out[#out + 1] = tn
-    else
-      out[#out + 1] = -1
-      out[#out + 1] = 0
-      out[#out + 1] = 0
+    end
+    made[g] = {k, shadow, nv}
+    a = a + 6
+  end
+  if ok_e then
+    out[at + 1] = 1
+    if not ok_s then out[at + 2] = 1 end
+    for g = 1, groups do
+      local m = made[g]
+      if ok_s or not m[2] then
+        st[m[1]] = m[3]
+        dirty[m[1]] = true
+      end
     end
   end
 end
-if ok_e then
-  out[1] = 1
-  if not ok_s then out[2] = 1 end
-  for g = 1, n do
-    if ok_s or argv[3 + (g - 1) * 5] ~= '1' then
-      local w = (g - 1) * 4
-      local xs, xn = nv[w + 1], nv[w + 2]
-      if nv[w + 3] > xs or (nv[w + 3] == xs and nv[w + 4] > xn) then xs, xn = nv[w + 3], nv[w + 4] end
-      redis.call('SET', keys[g],
-                 string.format('%011d%09d %011d%09d', nv[w + 1], nv[w + 2], nv[w + 3], nv[w + 4]),
-                 'PXAT', xs * 1000 + math.ceil(xn / 1000000))
-    end
-  end
+
+-- Each key written once, expiring when its later tat passes.
+for k in pairs(dirty) do
+  local v = st[k]
+  local xs, xn = v[1], v[2]
+  if v[3] > xs or (v[3] == xs and v[4] > xn) then xs, xn = v[3], v[4] end
+  redis.call('SET', keys[k], string.format('%011d%09d %011d%09d', v[1], v[2], v[3], v[4]),
+             'PXAT', xs * 1000 + math.ceil(xn / 1000000))
 end
 return out
 )lua";
@@ -335,9 +352,12 @@ namespace {
 /// may move while it grows).
 class args_writer {
  public:
-  explicit args_writer(command_args& out) : out_(out) { out_.storage.clear(); }
+  explicit args_writer(command_args& out) : out_(out) {
+    out_.storage.clear();
+    ends_.clear();
+  }
   std::string& text() { return out_.storage; }
-  void end_arg() { ends_[n_++] = out_.storage.size(); }
+  void end_arg() { ends_.push_back(out_.storage.size()); }
   void number(std::int64_t v) {
     char buf[24];
     const auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -345,19 +365,20 @@ class args_writer {
     end_arg();
   }
   void finish() {
+    out_.argv.resize(ends_.size());
+    out_.lengths.resize(ends_.size());
     std::size_t start = 0;
-    for (int i = 0; i < n_; ++i) {
+    for (std::size_t i = 0; i < ends_.size(); ++i) {
       out_.argv[i] = out_.storage.data() + start;
       out_.lengths[i] = ends_[i] - start;
       start = ends_[i];
     }
-    out_.count = n_;
+    out_.count = static_cast<int>(ends_.size());
   }
 
  private:
   command_args& out_;
-  std::array<std::size_t, command_args::max_args> ends_{};
-  int n_ = 0;
+  std::vector<std::size_t>& ends_ = out_.ends;
 };
 
 bool in(group_mask m, std::uint8_t g) { return (m >> g & 1) != 0; }
@@ -365,36 +386,77 @@ bool in(group_mask m, std::uint8_t g) { return (m >> g & 1) != 0; }
 }  // namespace
 
 void build_call(command_args& out, std::string_view verb, std::string_view script_ref,
-                std::string_view prefix, const limit::limit_request& req,
-                std::string_view now_arg, group_mask groups) {
+                std::string_view prefix, std::span<const batch_entry> batch,
+                std::string_view now_arg) {
+  // KEYS first (each distinct key once), then ARGV, which names keys by their index.
+  std::string& keys = out.keys;
+  keys.clear();
+  auto& index = out.key_index;
+  index.clear();
+  auto& slots = out.key_slots;  // per entry and group: the key's 1-based index
+  slots.clear();
+  auto& ends = out.key_ends;
+  ends.clear();
+  for (const batch_entry& e : batch) {
+    for (std::uint8_t g = 0; g < e.req->group_count; ++g) {
+      if (!in(e.groups, g)) continue;
+      const std::size_t start = keys.size();
+      append_key(keys, prefix, *e.req, g);
+      const std::string_view name(keys.data() + start, keys.size() - start);
+      // Keys of one batch are few (at most max_batch × max_groups): a linear scan of the
+      // same request's address (the usual repeat) first would be a refinement; a map is fine.
+      const auto [at, fresh] = index.try_emplace(std::string(name), ends.size() + 1);
+      if (fresh) {
+        ends.push_back(keys.size());
+      } else {
+        keys.resize(start);
+      }
+      slots.push_back(at->second);
+    }
+  }
   args_writer w(out);
   std::string& s = w.text();
   s += verb;
   w.end_arg();
   s += script_ref;
   w.end_arg();
-  int keys = 0;
-  for (std::uint8_t g = 0; g < req.group_count; ++g) keys += in(groups, g);
-  w.number(keys);
-  for (std::uint8_t g = 0; g < req.group_count; ++g) {
-    if (!in(groups, g)) continue;
-    append_key(s, prefix, req, g);
+  w.number(static_cast<std::int64_t>(ends.size()));
+  std::size_t start = 0;
+  for (const std::size_t end : ends) {
+    s.append(keys, start, end - start);
     w.end_arg();
+    start = end;
   }
   s += now_arg;
   w.end_arg();
-  w.number(req.cost);
-  for (std::uint8_t g = 0; g < req.group_count; ++g) {
-    if (!in(groups, g)) continue;
-    const limit::limit_spec& spec = *req.groups[g].spec;
-    s += spec.shadow ? '1' : '0';
-    w.end_arg();
-    for (const limit::gcra_params& p : spec.tiers) {
-      w.number(p.burst == 0 ? 0 : p.emission);
-      w.number(p.burst);
+  w.number(static_cast<std::int64_t>(batch.size()));
+  std::size_t k = 0;
+  for (const batch_entry& e : batch) {
+    const limit::limit_request& req = *e.req;
+    int groups = 0;
+    for (std::uint8_t g = 0; g < req.group_count; ++g) groups += in(e.groups, g);
+    w.number(req.cost);
+    w.number(groups);
+    for (std::uint8_t g = 0; g < req.group_count; ++g) {
+      if (!in(e.groups, g)) continue;
+      const limit::limit_spec& spec = *req.groups[g].spec;
+      w.number(static_cast<std::int64_t>(slots[k++]));
+      s += spec.shadow ? '1' : '0';
+      w.end_arg();
+      for (const limit::gcra_params& p : spec.tiers) {
+        w.number(p.burst == 0 ? 0 : p.emission);
+        w.number(p.burst);
+      }
     }
   }
   w.finish();
+}
+
+void build_call(command_args& out, std::string_view verb, std::string_view script_ref,
+                std::string_view prefix, const limit::limit_request& req,
+                std::string_view now_arg, group_mask groups) {
+  const batch_entry one{&req, groups};
+  build_call(out, verb, script_ref, prefix, std::span<const batch_entry>(&one, 1), now_arg);
 }
 
 void build_refund(command_args& out, std::string_view prefix, const limit::limit_request& req,
@@ -453,36 +515,48 @@ bool append_command(std::string& out, const command_args& args) {
 bool append_command(std::string& out, std::initializer_list<std::string_view> args) {
   command_args a;
   for (const std::string_view v : args) {
-    a.argv[a.count] = v.data();
-    a.lengths[a.count] = v.size();
+    a.argv.push_back(v.data());
+    a.lengths.push_back(v.size());
     ++a.count;
   }
   return append_command(out, a);
 }
 
-bool read_reply(const redisReply& reply, const limit::limit_request& req, group_mask groups,
-                script_reply& out) {
-  if (reply.type != REDIS_REPLY_ARRAY) return false;
-  std::size_t n = 0;
-  for (std::uint8_t g = 0; g < req.group_count; ++g) n += in(groups, g);
-  if (reply.elements != 4 + n * 6) return false;
-  long long admitted = 0, shadow = 0, now_s = 0, now_n = 0;
-  if (!integer_at(reply, 0, admitted) || !integer_at(reply, 1, shadow) ||
-      !integer_at(reply, 2, now_s) || !integer_at(reply, 3, now_n) || now_s < 0 ||
+std::size_t reply_elements(std::span<const batch_entry> batch) {
+  std::size_t n = 2;
+  for (const batch_entry& e : batch) {
+    n += 2;
+    for (std::uint8_t g = 0; g < e.req->group_count; ++g) n += 6 * in(e.groups, g);
+  }
+  return n;
+}
+
+bool read_now(const redisReply& reply, std::span<const batch_entry> batch, core::nanos& now) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != reply_elements(batch)) return false;
+  long long now_s = 0, now_n = 0;
+  if (!integer_at(reply, 0, now_s) || !integer_at(reply, 1, now_n) || now_s < 0 ||
       now_s > 9'000'000'000LL || now_n < 0 || now_n >= 1'000'000'000) {
     return false;
   }
-  out.redis_now = now_s * 1'000'000'000LL + now_n;
+  now = now_s * 1'000'000'000LL + now_n;
+  return true;
+}
+
+bool read_entry(const redisReply& reply, std::size_t& at, const batch_entry& e,
+                script_reply& out) {
+  const limit::limit_request& req = *e.req;
+  long long admitted = 0, shadow = 0;
+  if (!integer_at(reply, at, admitted) || !integer_at(reply, at + 1, shadow)) return false;
+  at += 2;
   out.admitted = admitted == 1;
   out.shadow_limited = out.admitted && shadow == 1;
-  std::size_t i = 4;
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
-    if (!in(groups, g)) continue;
+    if (!in(e.groups, g)) continue;
     const limit::limit_spec& spec = *req.groups[g].spec;
-    for (std::uint8_t t = 0; t < 2; ++t, i += 3) {
+    for (std::uint8_t t = 0; t < 2; ++t, at += 3) {
       long long allowed = 0, ds = 0, dn = 0;
-      if (!integer_at(reply, i, allowed) || !integer_at(reply, i + 1, ds) ||
-          !integer_at(reply, i + 2, dn)) {
+      if (!integer_at(reply, at, allowed) || !integer_at(reply, at + 1, ds) ||
+          !integer_at(reply, at + 2, dn)) {
         return false;
       }
       const limit::gcra_params& p = spec.tiers[t];
@@ -508,6 +582,14 @@ bool read_reply(const redisReply& reply, const limit::limit_request& req, group_
     }
   }
   return true;
+}
+
+bool read_reply(const redisReply& reply, const limit::limit_request& req, group_mask groups,
+                script_reply& out) {
+  const batch_entry one{&req, groups};
+  const std::span<const batch_entry> batch(&one, 1);
+  std::size_t at = 2;
+  return read_now(reply, batch, out.redis_now) && read_entry(reply, at, one, out);
 }
 
 void assemble(const limit::limit_request& req, const script_reply& r, bool admitted,

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "gateway/limit/request.hpp"
@@ -73,22 +75,40 @@ reader_ptr make_reader();
 /// connection is closed.
 inline constexpr std::size_t max_unparsed_bytes = 4 * 1024 * 1024;
 
-/// The arguments of one decision's EVALSHA (or EVAL, when `sha` holds the script), in
-/// `argv`/`lengths` pointing into `storage`.
+/// The arguments of one script call, pointing into `storage`.
 struct command_args {
-  static constexpr std::size_t max_args = 4 + limit::max_groups * 6;
-  std::string storage;                            ///< key names and numbers, back to back
-  std::array<const char*, max_args> argv{};       ///< for redisFormatCommandArgv
-  std::array<std::size_t, max_args> lengths{};    ///< of each argument
-  int count = 0;                                  ///< arguments used
+  std::string storage;               ///< the arguments, back to back
+  std::vector<const char*> argv;     ///< for redisFormatCommandArgv
+  std::vector<std::size_t> lengths;  ///< of each argument
+  int count = 0;                     ///< arguments used
+  // Scratch of the builders (kept to keep their capacity).
+  std::vector<std::size_t> ends, key_ends, key_slots;
+  std::string keys;
+  std::unordered_map<std::string, std::size_t> key_index;
 };
 
 /// Groups of a request, as bits (bit g: group g).
 using group_mask = std::uint16_t;
 inline constexpr group_mask all_groups = 0xffff;
 
-/// Fills `out` with the script call deciding the groups of `req` in `groups` (all: every
-/// group). `now_arg` is "" in production (Redis time).
+/// One request of a batch: the request and which of its groups the call decides.
+struct batch_entry {
+  const limit::limit_request* req;
+  group_mask groups = all_groups;
+};
+/// Most requests one script call decides.
+inline constexpr std::size_t max_batch = 64;
+
+/// Fills `out` with the script call deciding `batch` in order (each entry all-or-nothing, as
+/// if one after the other): KEYS each distinct key once; ARGV: `now_arg` ("" in production:
+/// Redis time), the number of requests, then per request its cost and number of groups and
+/// per group the key's index, shadow (0|1), T and burst of each tier.
+/// Reply: Redis's now (seconds, nanoseconds), then per request admitted, shadow_limited, and
+/// per group and tier allowed (1, 0; -1: no such tier) and tat − now (seconds, nanoseconds).
+void build_call(command_args& out, std::string_view verb, std::string_view script_ref,
+                std::string_view prefix, std::span<const batch_entry> batch,
+                std::string_view now_arg = {});
+/// The same for a batch of one request (its groups in `groups`).
 void build_call(command_args& out, std::string_view verb, std::string_view script_ref,
                 std::string_view prefix, const limit::limit_request& req,
                 std::string_view now_arg = {}, group_mask groups = all_groups);
@@ -105,9 +125,15 @@ struct script_reply {
   core::nanos redis_now = 0;    ///< Redis's clock when it ran
   std::array<std::array<tier_reply, 2>, limit::max_groups> tiers{};  ///< by request group
 };
-/// Reads the script's reply for the groups `groups` of `req` into `out` (other groups are
-/// left alone). False when the reply does not have the script's shape.
+/// Reads the script's reply for a batch of one, the groups `groups` of `req`, into `out`
+/// (other groups are left alone). False when the reply does not have the script's shape.
 bool read_reply(const redisReply& reply, const limit::limit_request& req, group_mask groups,
+                script_reply& out);
+/// For a batch: checks the reply's size for `batch` and reads Redis's now.
+bool read_now(const redisReply& reply, std::span<const batch_entry> batch, core::nanos& now);
+/// For a batch: reads the entry `e` whose part of the reply starts at element `at` (moved past
+/// it) into `out` (redis_now not set).
+bool read_entry(const redisReply& reply, std::size_t& at, const batch_entry& e,
                 script_reply& out);
 /// The decision for `req` from every tier's reply in `r` (outcomes in request order, tats on
 /// the gateway's clock: req.now + d), admitted and shadow_limited as given, binding chosen.

@@ -21,8 +21,9 @@ namespace {
 /// Three primaries, no replicas, slots 0-5460, 5461-10922 and 10923-16383 in that order.
 struct cluster3 {
   static std::vector<std::string> args() {
+    // The bus port explicitly (by default the port + 10000, which may be taken or past 65535).
     return {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", "3000"};
+            "--cluster-node-timeout", "3000", "--cluster-port", std::to_string(free_port())};
   }
   redis_server a{args()}, b{args()}, c{args()};
 

@@ -68,6 +68,31 @@ class script_client {
     return d;
   }
 
+  /// The script's decisions on `batch` (one call; every request's now must be the same).
+  std::vector<decision> decide_batch(const std::vector<limit_request>& batch) {
+    std::vector<redis::batch_entry> entries;
+    for (const auto& r : batch) entries.push_back({&r});
+    redis::command_args a;
+    const std::string now = std::to_string(batch.front().now);
+    redis::build_call(a, "EVALSHA", redis::gcra_sha(), "t:", entries, now);
+    reply_ptr r(static_cast<redisReply*>(
+        redisCommandArgv(c_.get(), a.count, const_cast<const char**>(a.argv.data()), a.lengths.data())));
+    REQUIRE(r);
+    INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
+    nanos redis_now = 0;
+    REQUIRE(redis::read_now(*r, entries, redis_now));
+    REQUIRE(redis_now == batch.front().now);
+    std::vector<decision> out(batch.size());
+    std::size_t at = 2;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      redis::script_reply sr;
+      REQUIRE(redis::read_entry(*r, at, entries[i], sr));
+      redis::assemble(batch[i], sr, sr.admitted, sr.shadow_limited, out[i]);
+    }
+    REQUIRE(at == r->elements);
+    return out;
+  }
+
   /// A command's reply.
   reply_ptr command(const char* text) {
     return reply_ptr(static_cast<redisReply*>(redisCommand(c_.get(), text)));
@@ -240,6 +265,44 @@ TEST_CASE("random limit sets, costs and instants decide identically in the scrip
   CHECK(admitted > 1000);
   CHECK(rejected > 1000);
   CHECK(shadowed > 50);
+}
+
+TEST_CASE("a batch decides its requests one after the other, as the in-process store does",
+          "[redis][script]") {
+  redis_server server;
+  script_client client(server.port);
+  memory_store local({}, 1, 1);
+  std::mt19937_64 rnd(7);
+  nanos now = unix_now_plus(7200 * sec);
+  // Few addresses and small bursts: requests of one batch meet on the same keys.
+  const limit_spec fine = named(group(params(10, sec, 3), params(20000, 3600 * sec, 200), 1),
+                                "b/ipv4_individual/32");
+  limit_spec coarse = named(group(params(20, sec, 6), {}, 2, level::ipv4_network),
+                            "b/ipv4_network/24");
+  limit_spec shadowed = named(keyed("s", key_source::global, params(5, sec, 4), 3, true), "b/s");
+  int admitted = 0, rejected = 0;
+  for (int n = 0; n < 400; ++n) {
+    now += static_cast<nanos>(rnd() % (300 * ms));
+    std::vector<limit_request> batch;
+    const std::size_t size = 1 + rnd() % 30;
+    for (std::size_t i = 0; i < size; ++i) {
+      const std::string addr = "203.0.113." + std::to_string(rnd() % 3);
+      limit_request r = ipv4_request(addr, &fine, &coarse, now, 1 + rnd() % 2);
+      if (rnd() % 2 == 0) r.groups[r.group_count++] = {&shadowed, 0};
+      batch.push_back(r);
+    }
+    CAPTURE(n, size);
+    const auto got = client.decide_batch(batch);
+    for (std::size_t i = 0; i < size; ++i) {
+      CAPTURE(i);
+      const decision want = local.decide(batch[i]);
+      require_same(batch[i], want, got[i]);
+      admitted += want.admitted;
+      rejected += !want.admitted;
+    }
+  }
+  CHECK(admitted > 500);
+  CHECK(rejected > 500);
 }
 
 TEST_CASE("on Redis's clock the script writes one value per key that expires at its tat",

@@ -116,21 +116,41 @@ TEST_CASE("the script call carries the keys, the cost and each group's constants
   redis::build_call(a, "EVALSHA", redis::gcra_sha(), "tg:", req);
   std::vector<std::string> args;
   for (int i = 0; i < a.count; ++i) args.emplace_back(a.argv[i], a.lengths[i]);
+  // KEYS, then: now (empty: Redis's), one request, its cost and groups, and per group the
+  // key's index, shadow, and each tier's T and burst.
   const std::vector<std::string> expected = {
       "EVALSHA", redis::gcra_sha(), "2",
       "{tg:198.51.100.0/24}auth/ipv4_individual/32:198.51.100.7",
       "{tg:198.51.100.0/24}auth/ipv4_network/24:198.51.100.0",
-      "", "2",
-      "0", "100000000", "5", "36000000000", "50",
-      "1", "1000000000", "7", "0", "0"};
+      "", "1", "2", "2",
+      "1", "0", "100000000", "5", "36000000000", "50",
+      "2", "1", "1000000000", "7", "0", "0"};
   CHECK(args == expected);
   CHECK(redis::gcra_sha().size() == 40);
 
   std::string resp;
   REQUIRE(redis::append_command(resp, a));
-  CHECK(resp.starts_with("*17\r\n$7\r\nEVALSHA\r\n$40\r\n"));
+  CHECK(resp.starts_with("*21\r\n$7\r\nEVALSHA\r\n$40\r\n"));
   // The empty "now" argument travels as an empty bulk string.
-  CHECK(resp.find("\r\n$0\r\n\r\n$1\r\n2\r\n") != std::string::npos);
+  CHECK(resp.find("\r\n$0\r\n\r\n$1\r\n1\r\n") != std::string::npos);
+
+  // A batch names each key once: a second request from the same address and one from its
+  // network's neighbour share keys with the first.
+  const auto same = ipv4_request("198.51.100.7", &fine, &coarse, t0, 1);
+  const auto neighbour = ipv4_request("198.51.100.8", &fine, &coarse, t0, 1);
+  const redis::batch_entry batch[] = {{&req}, {&same}, {&neighbour}};
+  redis::build_call(a, "EVALSHA", redis::gcra_sha(), "tg:", batch);
+  args.clear();
+  for (int i = 0; i < a.count; ++i) args.emplace_back(a.argv[i], a.lengths[i]);
+  REQUIRE(args.size() == 2 + 1 + 3 + 2 + 3 * (2 + 2 * 6));
+  CHECK(args[2] == "3");
+  CHECK(args[5] == "{tg:198.51.100.0/24}auth/ipv4_individual/32:198.51.100.8");
+  CHECK(args[7] == "3");  // requests
+  // The second request's groups name keys 1 and 2, the third's keys 3 and 2.
+  CHECK(args[8 + 14 + 2] == "1");
+  CHECK(args[8 + 14 + 2 + 6] == "2");
+  CHECK(args[8 + 28 + 2] == "3");
+  CHECK(args[8 + 28 + 2 + 6] == "2");
 }
 
 TEST_CASE("a script reply becomes the decision, tats placed on the gateway's clock", "[redis]") {
@@ -141,7 +161,7 @@ TEST_CASE("a script reply becomes the decision, tats placed on the gateway's clo
 
   SECTION("admitted") {
     // tat - now: short 0.1 s, long 36 s; Redis's own clock is far from the gateway's.
-    const auto r = read_reply(integers({1, 0, 5, 0, 1, 0, 100'000'000, 1, 36, 0}));
+    const auto r = read_reply(integers({5, 0, 1, 0, 1, 0, 100'000'000, 1, 36, 0}));
     decision d;
     nanos redis_now = 0;
     REQUIRE(redis::decode_decision(*r, req, d, &redis_now));
@@ -158,7 +178,7 @@ TEST_CASE("a script reply becomes the decision, tats placed on the gateway's clo
   }
   SECTION("rejected: the wait is the stored tat less the tolerance") {
     // Short tier full: stored tat = now + 0.5 s (burst 5 × 100 ms); long allowed.
-    const auto r = read_reply(integers({0, 0, 5, 0, 0, 0, 500'000'000, 1, 36, 0}));
+    const auto r = read_reply(integers({5, 0, 0, 0, 0, 0, 500'000'000, 1, 36, 0}));
     decision d;
     REQUIRE(redis::decode_decision(*r, req, d));
     CHECK_FALSE(d.admitted);
@@ -167,22 +187,22 @@ TEST_CASE("a script reply becomes the decision, tats placed on the gateway's clo
   }
   SECTION("replies of another shape are refused") {
     decision d;
-    CHECK_FALSE(redis::decode_decision(*read_reply(integers({1, 0, 5, 0})), req, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 1, 0})), req, d));
     CHECK_FALSE(redis::decode_decision(*read_reply("$2\r\nok\r\n"), req, d));
     CHECK_FALSE(redis::decode_decision(*read_reply("-ERR x\r\n"), req, d));
     // A string where an integer belongs.
     CHECK_FALSE(redis::decode_decision(
-        *read_reply("*10\r\n:1\r\n:0\r\n:5\r\n:0\r\n:1\r\n$1\r\n0\r\n:1\r\n:1\r\n:36\r\n:0\r\n"),
+        *read_reply("*10\r\n:5\r\n:0\r\n:1\r\n:0\r\n:1\r\n$1\r\n0\r\n:1\r\n:1\r\n:36\r\n:0\r\n"),
         req, d));
     // Nanoseconds out of range, a negative time, a rejection without a wait.
-    CHECK_FALSE(redis::decode_decision(*read_reply(integers({1, 0, 5, 0, 1, 0, 1'000'000'000, 1, 36, 0})), req, d));
-    CHECK_FALSE(redis::decode_decision(*read_reply(integers({1, 0, 5, 0, 1, -1, 0, 1, 36, 0})), req, d));
-    CHECK_FALSE(redis::decode_decision(*read_reply(integers({0, 0, 5, 0, 0, 0, 1, 1, 36, 0})), req, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 1, 0, 1, 0, 1'000'000'000, 1, 36, 0})), req, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 1, 0, 1, -1, 0, 1, 36, 0})), req, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 0, 0, 0, 0, 1, 1, 36, 0})), req, d));
     // A tier the limit does not have, told as present.
     const limit_spec short_only = named(group(params(10, sec, 5), {}, 1), "a/ipv4_individual/32");
     const auto req1 = ipv4_request("198.51.100.7", &short_only, nullptr, t0);
-    CHECK(redis::decode_decision(*read_reply(integers({1, 0, 5, 0, 1, 0, 1, -1, 0, 0})), req1, d));
-    CHECK_FALSE(redis::decode_decision(*read_reply(integers({1, 0, 5, 0, 1, 0, 1, 1, 0, 0})), req1, d));
+    CHECK(redis::decode_decision(*read_reply(integers({5, 0, 1, 0, 1, 0, 1, -1, 0, 0})), req1, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 1, 0, 1, 0, 1, 1, 0, 0})), req1, d));
   }
 }
 
