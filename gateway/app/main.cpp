@@ -112,10 +112,35 @@ core::nanos test_clock_offset() {
   return std::strtoll(v, nullptr, 10) * core::ns_per_ms;
 }
 
+/// What the store needs at start that the file alone does not show: the password's variable
+/// set, the TLS files loadable. Throws std::runtime_error naming the key.
+void check_store(const config::store_config& c) {
+  if (c.type != config::store_config::kind::redis) return;
+  if (!c.password_env.empty()) {
+    const char* p = std::getenv(c.password_env.c_str());
+    if (p == nullptr || *p == '\0') {
+      throw std::runtime_error("store.password_env: " + c.password_env + " is not set");
+    }
+  }
+  if (c.tls) {
+    store::redis_options o;
+    o.nodes = {{"check", 1}};
+    o.tls_ca = c.tls->ca;
+    o.tls_certificate = c.tls->certificate;
+    o.tls_private_key = c.tls->private_key;
+    store::redis_store(std::move(o), 1, nullptr);  // loads the files, connects nothing
+  }
+}
+
 int check_config(const std::string& path) {
   try {
     const auto g = config::load_gateway(path);
     net::make_tls_contexts(g);  // certificates and keys load
+    try {
+      check_store(g.store);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(g.file + ": " + e.what());
+    }
     std::printf("%s: ok (%zu listeners, %zu upstreams, %zu routes, %zu categories)\n", path.c_str(),
                 g.listeners.size(), g.upstreams.size(), g.routes.size(),
                 g.policy.categories.size());

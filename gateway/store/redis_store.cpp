@@ -107,12 +107,20 @@ class redis_store::worker_side final {
       return true;
     }
     if (ready.load(std::memory_order_relaxed)) return false;
-    // Redis is away: fail_mode decides at once, without waiting for a timeout.
+    // Redis is away: fail_mode decides at once, without waiting for a timeout (closed
+    // answers through start_decide, which reports the failure).
+    if (store_.o_.on_failure == fail_mode::closed) return false;
     return decide_without_redis(req, out);
   }
 
   void start_decide(const limit::limit_request& req, limit::decision& out, decide_handler done) {
     if (!cluster()) {
+      if (!ready.load(std::memory_order_relaxed)) {
+        // Known to be away: no call is made, and none fails.
+        const bool decided = decide_without_redis(req, out);
+        complete_later(std::move(done), decided ? boost::system::error_code{} : unavailable);
+        return;
+      }
       // One server: every decision of this turn of the event loop goes in one call, which
       // costs Redis one script run for all of them (a key repeated in the batch is read and
       // written once).

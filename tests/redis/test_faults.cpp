@@ -650,7 +650,7 @@ categories:
 }
 
 TEST_CASE("with fail_mode closed and redis away, each refused request is one closed decision",
-          "[redis][faults][!mayfail]") {
+          "[redis][faults]") {
   redis_server redis;
   echo_server echo;
   gateway gw(gateway_yaml(redis.port, "timeout: 20ms, fail_mode: closed"), wide_policy, echo.port);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -464,4 +465,32 @@ TEST_CASE("a hostile or broken Redis costs bounded memory and the gateway keeps 
                                                             std::to_string(redis.port)) !=
           std::string::npos);
   }
+}
+
+TEST_CASE("--check-config refuses a Redis store that could not start", "[redis][config]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("tollgate-check-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "p.yaml") << "categories:\n  general:\n    limits:\n"
+                                   "      ipv4_individual: { short: { rate: 1/s, burst: 5 } }\n";
+  auto check = [&](const std::string& store) {
+    std::ofstream(dir / "g.yaml") << "listeners: [{ name: public, address: 127.0.0.1, port: 8080 }]\n"
+                                     "upstreams: { app: { endpoints: ['127.0.0.1:1'] } }\n"
+                                     "default_route: { category: general, upstream: app }\n"
+                                     "policies: [p.yaml]\n"
+                                     "store: " + store + "\n";
+    std::string out;
+    const int rc = run_with_input({built("tollgate"), "--check-config", (dir / "g.yaml").string()}, "", out);
+    return std::pair{rc, out};
+  };
+  ::unsetenv("TOLLGATE_TEST_UNSET_PASSWORD");
+  auto [rc1, out1] = check("{ type: redis, address: '127.0.0.1:6379', password_env: TOLLGATE_TEST_UNSET_PASSWORD }");
+  CHECK(rc1 == 1);
+  CHECK(out1.find("g.yaml: store.password_env: TOLLGATE_TEST_UNSET_PASSWORD is not set") != std::string::npos);
+  auto [rc2, out2] = check("{ type: redis, address: '127.0.0.1:6379', tls: { ca: missing.pem } }");
+  CHECK(rc2 == 1);
+  CHECK(out2.find("store.tls.ca: " + (dir / "missing.pem").string()) != std::string::npos);
+  auto [rc3, out3] = check("{ type: redis, addresses: ['127.0.0.1:7000', '127.0.0.1:7001'] }");
+  CHECK(rc3 == 0);
+  CHECK(out3.find("ok") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
