@@ -467,7 +467,7 @@ TEST_CASE("a hostile or broken Redis costs bounded memory and the gateway keeps 
   }
 }
 
-TEST_CASE("--check-config refuses a Redis store that could not start", "[redis][config]") {
+TEST_CASE("tollgate --check-config refuses a Redis store that could not start", "[redis][config]") {
   const auto dir = std::filesystem::temp_directory_path() / ("tollgate-check-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "p.yaml") << "categories:\n  general:\n    limits:\n"
