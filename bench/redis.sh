@@ -162,18 +162,25 @@ rcli flushall >/dev/null
 # The script's text, as compiled in (the first raw string of redis_wire.cpp).
 script=$(python3 -c 'import re,sys; print(re.search(r"R\"lua\((.*?)\)lua\"", open(sys.argv[1]).read(), re.S).group(1), end="")' gateway/store/redis_wire.cpp)
 sha=$(rcli script load "$script")
-# Per request: cost 1, its number of limits, then per limit its key's index, shadow 0 and the
-# open policy's two tiers (T 1000 ns burst 10^6; T 3600 ns burst 10^6).
+# The open policy's limits (T 1000 ns burst 10^6; T 3600 ns burst 10^6), then per request:
+# cost 1, its number of limits, and per limit its key's and its limit's index.
+limits_args() { # limits
+  local out="$1" k
+  for k in $(seq "$1"); do out="$out 0 1000 1000000 3600 1000000"; done
+  echo "$out"
+}
 request_args() { # first-key-index limits
   local out="1 $2" k
-  for k in $(seq "$1" $(($1 + $2 - 1))); do out="$out $k 0 1000 1000000 3600 1000000"; done
+  for k in $(seq 0 $(($2 - 1))); do out="$out $(($1 + k)) $((k + 1))"; done
   echo "$out"
 }
 echo
 echo "script alone (redis-benchmark -c 50 -n 200000, random addresses: every call admits and writes):"
 printf '%-44s %14s %16s\n' "" "decisions/s" "redis us/decision"
 run_script() { # label requests-per-call limits-per-request depth
-  local keys=() argv=("" "$2") r k
+  local keys=() argv=("") r k
+  # shellcheck disable=SC2207
+  argv+=($(limits_args "$3") "$2")
   for r in $(seq 0 $(($2 - 1))); do
     for k in $(seq 1 "$3"); do keys+=("{n$r:__rand_int__}$k"); done
     # shellcheck disable=SC2207

@@ -33,9 +33,6 @@ constexpr auto use_tuple = asio::as_tuple(asio::deferred);
 /// The link's own calls.
 enum own_call : std::uint8_t { not_own = 0, own_auth = 1, own_refund = 2, own_script = 3 };
 
-struct reply_free {
-  void operator()(void* r) const noexcept { freeReplyObject(r); }
-};
 
 class link_impl final : public link {
  public:
@@ -201,7 +198,6 @@ class link_impl final : public link {
           }
           break;
         }
-        const std::unique_ptr<void, reply_free> owned(r);
         const auto* reply = static_cast<const redisReply*>(r);
         if (fifo_.empty()) co_return "a reply nobody asked for from " + where();
         // Popped before anyone hears of it: what runs on a reply may make new calls.

@@ -121,14 +121,12 @@ class redis_store::worker_side final {
         complete_later(std::move(done), decided ? boost::system::error_code{} : unavailable);
         return;
       }
-      // One server: every decision of this turn of the event loop goes in one call, which
-      // costs Redis one script run for all of them (a key repeated in the batch is read and
-      // written once).
+      // One server: the decisions made while a call is out wait for its reply and go in the
+      // next call together (the first goes at the end of this turn of the event loop), so
+      // that under load one script run decides many (a key repeated in a batch is read and
+      // written once) at the cost of at most one more round trip.
       waiting_.emplace_back(&req, &out, std::move(done));
-      if (!flush_posted_) {
-        flush_posted_ = true;
-        boost::asio::post(*io_, [this] { send_batches(); });
-      }
+      if (batches_out_ == 0) schedule_batches();
       return;
     }
     // Cluster: the request's groups by slot. Address keys share their network's tag, so they
@@ -249,6 +247,12 @@ class redis_store::worker_side final {
 
   // ---- sending ------------------------------------------------------------------------------
 
+  void schedule_batches() {
+    if (flush_posted_) return;
+    flush_posted_ = true;
+    boost::asio::post(*io_, [this] { send_batches(); });
+  }
+
   /// Sends the decisions waiting, max_batch to a call.
   void send_batches() {
     flush_posted_ = false;
@@ -273,7 +277,10 @@ class redis_store::worker_side final {
           c.kind = batch;
           c.context = b;
           why = to->link->call(command_, std::move(c));
-          if (why == redis::failure::none) continue;
+          if (why == redis::failure::none) {
+            ++batches_out_;
+            continue;
+          }
         }
       }
       count_failure(why);
@@ -382,6 +389,9 @@ class redis_store::worker_side final {
 
   void on_batch(node& from, redis::pending_call& c, const redisReply* reply, redis::failure why) {
     auto b = std::static_pointer_cast<batch_decision>(c.context);
+    // The decisions that waited for this call go now.
+    --batches_out_;
+    if (!waiting_.empty()) schedule_batches();
     if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
       if (reply == nullptr) {
         count_failure(why);
@@ -686,6 +696,7 @@ class redis_store::worker_side final {
   std::vector<redis::batch_entry> entries_;      ///< ... its requests
   std::vector<redis::pending_call> waiting_;     ///< decisions for the next batch
   bool flush_posted_ = false;                    ///< send_batches is on its way
+  std::size_t batches_out_ = 0;                  ///< batch calls waiting for their replies
   std::string command_;                          ///< ... and formatted
   std::string key_;                              ///< a key being named (its slot)
   clock_type::time_point last_error_log_{};

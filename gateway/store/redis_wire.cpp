@@ -3,8 +3,10 @@
 #include <hiredis/hiredis.h>
 #include <openssl/sha.h>
 
+#include <bit>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <span>
 #include <memory>
 #include <vector>
@@ -19,8 +21,11 @@ namespace {
 // Every instant is therefore two limbs (seconds, nanoseconds below 1e9), and every product
 // is a limb times a count of at most max_burst (1e6): at most 1e15, exact. Redis's TIME has
 // microsecond resolution; the arithmetic on it is exact to the nanosecond.
-constexpr std::string_view script_text = R"lua(-- tollgate GCRA v2 (DESIGN §3, §11)
+constexpr std::string_view script_text = R"lua(-- tollgate GCRA v3 (DESIGN §3, §11)
 -- A batch of requests, each decided all-or-nothing, in order, as if one after the other.
+-- ARGV: now ("" = Redis TIME), the limits (count, then per limit: shadow, T and burst of the
+-- short and the long tier), the requests (count, then per request: cost, groups, and per
+-- group: its key's index in KEYS and its limit's index).
 local B = 1000000000
 local sub, tonumber, floor = string.sub, tonumber, math.floor
 local argv, keys = ARGV, KEYS
@@ -32,68 +37,86 @@ else
   now_s, now_n = tonumber(sub(argv[1], 1, -10)) or 0, tonumber(sub(argv[1], -9))
 end
 
--- Every key's tats (short s, ns, long s, ns), read once.
+-- Every key's tats, read once: st[4k-3..4k] = short s, ns, long s, ns.
 local st = {}
 local vals = redis.call('MGET', unpack(keys))
 for k = 1, #keys do
-  local v = vals[k]
+  local v, o = vals[k], 4 * k - 4
   if v and #v == 41 then
-    st[k] = {tonumber(sub(v, 1, 11)) or 0, tonumber(sub(v, 12, 20)) or 0,
-             tonumber(sub(v, 22, 32)) or 0, tonumber(sub(v, 33, 41)) or 0}
+    st[o + 1], st[o + 2] = tonumber(sub(v, 1, 11)) or 0, tonumber(sub(v, 12, 20)) or 0
+    st[o + 3], st[o + 4] = tonumber(sub(v, 22, 32)) or 0, tonumber(sub(v, 33, 41)) or 0
   else
-    st[k] = {0, 0, 0, 0}
+    st[o + 1], st[o + 2], st[o + 3], st[o + 4] = 0, 0, 0, 0
   end
 end
 
--- One tier: stored tat (ts, tn) against T and burst for cost c. Returns allowed and the new
--- tat when allowed, the stored one (clamped) when not.
-local function tier(ts, tn, T, burst, c)
-  local Ts = floor(T / B)
-  local Tn = T - Ts * B
-  -- tat = clamp(tat, now, now + burst * T)
-  if ts < now_s or (ts == now_s and tn < now_n) then ts, tn = now_s, now_n end
-  local x = Tn * burst
-  local k = floor(x / B)
-  local cs, cn = now_s + Ts * burst + k, now_n + x - k * B
-  if cn >= B then cs, cn = cs + 1, cn - B end
-  if ts > cs or (ts == cs and tn > cn) then ts, tn = cs, cn end
-  -- allowed when tat <= now + (burst - c) * T, i.e. now >= tat + (c - 1) T - tau
-  x = Tn * (burst - c)
-  k = floor(x / B)
-  local ls, ln = now_s + Ts * (burst - c) + k, now_n + x - k * B
-  if ln >= B then ls, ln = ls + 1, ln - B end
-  if ts < ls or (ts == ls and tn <= ln) then
-    x = Tn * c
-    k = floor(x / B)
-    ts, tn = ts + Ts * c + k, tn + x - k * B
-    if tn >= B then ts, tn = ts + 1, tn - B end
-    return true, ts, tn
+-- The limits: per limit and tier j = 2l - 1 + t: T split in seconds and nanoseconds, burst.
+local nl = tonumber(argv[2])
+local shadow, Ts, Tn, burst = {}, {}, {}, {}
+for l = 1, nl do
+  local a = 3 + 5 * (l - 1)
+  shadow[l] = argv[a] == '1'
+  for t = 0, 1 do
+    local j, T = 2 * l - 1 + t, tonumber(argv[a + 1 + 2 * t])
+    Ts[j] = floor(T / B)
+    Tn[j] = T - Ts[j] * B
+    burst[j] = tonumber(argv[a + 2 + 2 * t])
   end
-  return false, ts, tn
+end
+
+-- For a tier j and a cost c, with now fixed for the batch: the cap now + burst T, the limit
+-- now + (burst - c) T (a tat at most this admits), and c T. Kept for the last cost seen.
+local mc, cap_s, cap_n, lim_s, lim_n, e_s, e_n = {}, {}, {}, {}, {}, {}, {}
+local function prepare(j, c)
+  local ts, tn, b = Ts[j], Tn[j], burst[j]
+  local x = tn * b
+  local k = floor(x / B)
+  local s2, n2 = now_s + ts * b + k, now_n + x - k * B
+  if n2 >= B then s2, n2 = s2 + 1, n2 - B end
+  cap_s[j], cap_n[j] = s2, n2
+  x = tn * (b - c)
+  k = floor(x / B)
+  s2, n2 = now_s + ts * (b - c) + k, now_n + x - k * B
+  if n2 >= B then s2, n2 = s2 + 1, n2 - B end
+  lim_s[j], lim_n[j] = s2, n2
+  x = tn * c
+  k = floor(x / B)
+  e_s[j], e_n[j] = ts * c + k, x - k * B
+  mc[j] = c
 end
 
 local out = {now_s, now_n}
+local o = 2
 local dirty = {}
-local a = 3
-for r = 1, tonumber(argv[2]) do
+local pk, pv = {}, {}  -- per group of the request: key; the tats it would write, its limit
+local a = 4 + 5 * nl
+for r = 1, tonumber(argv[3 + 5 * nl]) do
   local c, groups = tonumber(argv[a]), tonumber(argv[a + 1])
   a = a + 2
-  local at = #out
+  local at = o
   out[at + 1], out[at + 2] = 0, 0
+  o = o + 2
   local ok_e, ok_s = true, true
-  local made = {}
   for g = 1, groups do
-    local k, shadow = tonumber(argv[a]), argv[a + 1] == '1'
-    local cur = st[k]
-    local nv = {cur[1], cur[2], cur[3], cur[4]}
+    local k, l = tonumber(argv[a]), tonumber(argv[a + 1])
+    a = a + 2
+    local base, w = 4 * k - 4, 5 * g - 5
+    pk[g] = k
     for t = 0, 1 do
-      local burst = tonumber(argv[a + 3 + 2 * t])
-      local o = #out
-      if burst > 0 then
-        local ok, ts, tn = tier(cur[2 * t + 1], cur[2 * t + 2], tonumber(argv[a + 2 + 2 * t]), burst, c)
+      local j = 2 * l - 1 + t
+      local ts, tn = st[base + 2 * t + 1], st[base + 2 * t + 2]
+      pv[w + 2 * t + 1], pv[w + 2 * t + 2] = ts, tn
+      if burst[j] > 0 then
+        if mc[j] ~= c then prepare(j, c) end
+        -- tat = clamp(tat, now, now + burst T)
+        if ts < now_s or (ts == now_s and tn < now_n) then ts, tn = now_s, now_n end
+        if ts > cap_s[j] or (ts == cap_s[j] and tn > cap_n[j]) then ts, tn = cap_s[j], cap_n[j] end
+        local ok = ts < lim_s[j] or (ts == lim_s[j] and tn <= lim_n[j])
         if ok then
-          nv[2 * t + 1], nv[2 * t + 2] = ts, tn
-        elseif shadow then
+          ts, tn = ts + e_s[j], tn + e_n[j]
+          if tn >= B then ts, tn = ts + 1, tn - B end
+          pv[w + 2 * t + 1], pv[w + 2 * t + 2] = ts, tn
+        elseif shadow[l] then
           ok_s = false
         else
           ok_e = false
@@ -104,18 +127,19 @@ for r = 1, tonumber(argv[2]) do
       else
         out[o + 1], out[o + 2], out[o + 3] = -1, 0, 0
       end
+      o = o + 3
     end
-    made[g] = {k, shadow, nv}
-    a = a + 6
+    pv[w + 5] = l  -- after the tats: which limit (for the shadow rule below)
   end
   if ok_e then
     out[at + 1] = 1
     if not ok_s then out[at + 2] = 1 end
     for g = 1, groups do
-      local m = made[g]
-      if ok_s or not m[2] then
-        st[m[1]] = m[3]
-        dirty[m[1]] = true
+      local w = 5 * g - 5
+      if ok_s or not shadow[pv[w + 5]] then
+        local base = 4 * pk[g] - 4
+        st[base + 1], st[base + 2], st[base + 3], st[base + 4] = pv[w + 1], pv[w + 2], pv[w + 3], pv[w + 4]
+        dirty[pk[g]] = true
       end
     end
   end
@@ -123,10 +147,11 @@ end
 
 -- Each key written once, expiring when its later tat passes.
 for k in pairs(dirty) do
-  local v = st[k]
-  local xs, xn = v[1], v[2]
-  if v[3] > xs or (v[3] == xs and v[4] > xn) then xs, xn = v[3], v[4] end
-  redis.call('SET', keys[k], string.format('%011d%09d %011d%09d', v[1], v[2], v[3], v[4]),
+  local base = 4 * k - 4
+  local s0, n0, s1, n1 = st[base + 1], st[base + 2], st[base + 3], st[base + 4]
+  local xs, xn = s0, n0
+  if s1 > xs or (s1 == xs and n1 > xn) then xs, xn = s1, n1 end
+  redis.call('SET', keys[k], string.format('%011d%09d %011d%09d', s0, n0, s1, n1),
              'PXAT', xs * 1000 + math.ceil(xn / 1000000))
 end
 return out
@@ -195,8 +220,9 @@ void append_ipv4(std::string& out, std::uint32_t a) {
 }
 
 void append_hex(std::string& out, std::uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  static constexpr char digits[] = "0123456789abcdef";
+  char buf[16];
+  for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = digits[v & 15];
   out.append(buf, 16);
 }
 
@@ -217,62 +243,112 @@ bool integer_at(const redisReply& r, std::size_t i, long long& v) {
   return true;
 }
 
-/// The bounded reader: hiredis's own object functions behind a check of the elements an
-/// array declares. The budget lives in the reader's privdata (hiredis copies it into each
-/// task) and starts again with each top-level reply.
-struct reader_budget {
-  const redisReplyObjectFunctions* inner = nullptr;  ///< hiredis's defaults
-  redisReplyObjectFunctions fn{};                    ///< ours
-  std::size_t elements = 0;                          ///< declared by the reply being read
+/// The bounded reader: hiredis's parser, with reply objects of ours (the same redisReply
+/// layout) taken from an arena that starts again with each top-level reply, so that reading a
+/// reply allocates nothing once the arena has grown to the replies' size, and with a check of
+/// the elements an array declares. Lives in the reader's privdata (hiredis copies it into each
+/// task).
+struct reader_state {
+  redisReplyObjectFunctions fn{};  ///< ours
+  std::size_t elements = 0;        ///< declared by the reply being read
+  /// The arena: blocks of block_size (a larger object gets a block of its own); the first is
+  /// kept from reply to reply, later ones are freed when the next reply starts.
+  static constexpr std::size_t block_size = 64 * 1024;
+  std::vector<std::unique_ptr<std::byte[]>> blocks;
+  std::size_t used = block_size;  ///< in the last block
+
+  void* take(std::size_t n) {
+    n = (n + 15) & ~std::size_t{15};
+    if (blocks.empty() || used + n > block_size) {
+      blocks.push_back(std::make_unique<std::byte[]>(std::max(n, block_size)));
+      used = 0;
+    }
+    void* p = blocks.back().get() + used;
+    used += n;
+    std::memset(p, 0, n);
+    return p;
+  }
+  void restart() {
+    if (blocks.size() > 1) blocks.resize(1);
+    used = 0;
+  }
 };
 constexpr int max_array_elements = 65536;
-constexpr std::size_t max_reply_elements = 1u << 20;
+constexpr std::size_t max_reply_elements = 1u << 18;
 
-reader_budget* budget_of(const redisReadTask* t) { return static_cast<reader_budget*>(t->privdata); }
-void start_reply(const redisReadTask* t) {
-  if (t->parent == nullptr) budget_of(t)->elements = 0;
+reader_state* state_of(const redisReadTask* t) { return static_cast<reader_state*>(t->privdata); }
+
+/// A reply object in the arena, linked into its parent array.
+redisReply* make_object(const redisReadTask* t, int type) {
+  reader_state* st = state_of(t);
+  if (t->parent == nullptr) {  // a new reply: the previous one has been used and let go
+    st->elements = 0;
+    st->restart();
+  }
+  auto* r = static_cast<redisReply*>(st->take(sizeof(redisReply)));
+  r->type = type;
+  if (t->parent != nullptr) {
+    auto* parent = static_cast<redisReply*>(t->parent->obj);
+    if (parent == nullptr || parent->type != REDIS_REPLY_ARRAY || t->idx < 0 ||
+        static_cast<std::size_t>(t->idx) >= parent->elements) {
+      return nullptr;
+    }
+    parent->element[t->idx] = r;
+  }
+  return r;
 }
-void* bounded_array(const redisReadTask* t, int elements) {
-  reader_budget* b = budget_of(t);
-  start_reply(t);
+void* create_array(const redisReadTask* t, int elements) {
+  reader_state* st = state_of(t);
   if (elements > max_array_elements) return nullptr;  // the reader reports "out of memory"
-  b->elements += static_cast<std::size_t>(elements < 0 ? 0 : elements);
-  if (b->elements > max_reply_elements) return nullptr;
-  return b->inner->createArray(t, elements);
+  if (t->parent == nullptr) st->elements = 0;
+  st->elements += static_cast<std::size_t>(elements < 0 ? 0 : elements);
+  if (st->elements > max_reply_elements) return nullptr;
+  redisReply* r = make_object(t, REDIS_REPLY_ARRAY);
+  if (r == nullptr) return nullptr;
+  if (elements > 0) {
+    r->elements = static_cast<std::size_t>(elements);
+    r->element = static_cast<redisReply**>(
+        st->take(sizeof(redisReply*) * static_cast<std::size_t>(elements)));
+  }
+  return r;
 }
-void* bounded_string(const redisReadTask* t, char* s, std::size_t n) {
-  start_reply(t);
-  return budget_of(t)->inner->createString(t, s, n);
+void* create_string(const redisReadTask* t, char* s, std::size_t n) {
+  redisReply* r = make_object(t, t->type);
+  if (r == nullptr) return nullptr;
+  r->str = static_cast<char*>(state_of(t)->take(n + 1));
+  std::memcpy(r->str, s, n);
+  r->len = n;
+  return r;
 }
-void* bounded_integer(const redisReadTask* t, long long v) {
-  start_reply(t);
-  return budget_of(t)->inner->createInteger(t, v);
+void* create_integer(const redisReadTask* t, long long v) {
+  redisReply* r = make_object(t, REDIS_REPLY_INTEGER);
+  if (r != nullptr) r->integer = v;
+  return r;
 }
-void* bounded_nil(const redisReadTask* t) {
-  start_reply(t);
-  return budget_of(t)->inner->createNil(t);
-}
+void* create_nil(const redisReadTask* t) { return make_object(t, REDIS_REPLY_NIL); }
+void free_object(void*) {}  // the arena owns every object
 
 }  // namespace
 
 void reader_free::operator()(redisReader* r) const noexcept {
-  auto* b = static_cast<reader_budget*>(r->privdata);
+  auto* st = static_cast<reader_state*>(r->privdata);
   redisReaderFree(r);
-  delete b;
+  delete st;
 }
 
 reader_ptr make_reader() {
-  redisReader* r = redisReaderCreate();
-  if (r == nullptr) return nullptr;
-  auto* b = new reader_budget;
-  b->inner = r->fn;
-  b->fn = *r->fn;
-  b->fn.createArray = bounded_array;
-  b->fn.createString = bounded_string;
-  b->fn.createInteger = bounded_integer;
-  b->fn.createNil = bounded_nil;
-  r->fn = &b->fn;
-  r->privdata = b;
+  auto* st = new reader_state;
+  st->fn.createArray = create_array;
+  st->fn.createString = create_string;
+  st->fn.createInteger = create_integer;
+  st->fn.createNil = create_nil;
+  st->fn.freeObject = free_object;
+  redisReader* r = redisReaderCreateWithFunctions(&st->fn);
+  if (r == nullptr) {
+    delete st;
+    return nullptr;
+  }
+  r->privdata = st;
   return reader_ptr(r);
 }
 
@@ -391,27 +467,51 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
   // KEYS first (each distinct key once), then ARGV, which names keys by their index.
   std::string& keys = out.keys;
   keys.clear();
-  auto& index = out.key_index;
-  index.clear();
   auto& slots = out.key_slots;  // per entry and group: the key's 1-based index
   slots.clear();
-  auto& ends = out.key_ends;
+  auto& ends = out.key_ends;  // where each distinct key ends in `keys`
   ends.clear();
+  // Distinct keys by open addressing over `keys` (at least twice as many places as the
+  // batch has keys): nothing is allocated per key.
+  std::size_t places = 16;
+  for (const batch_entry& e : batch) places += 2 * e.req->group_count;
+  places = std::bit_ceil(places);
+  auto& table = out.key_table;
+  table.assign(places, 0);
+  auto key_at = [&](std::size_t i) {  // 1-based
+    const std::size_t start = i == 1 ? 0 : ends[i - 2];
+    return std::string_view(keys.data() + start, ends[i - 1] - start);
+  };
   for (const batch_entry& e : batch) {
     for (std::uint8_t g = 0; g < e.req->group_count; ++g) {
       if (!in(e.groups, g)) continue;
       const std::size_t start = keys.size();
       append_key(keys, prefix, *e.req, g);
       const std::string_view name(keys.data() + start, keys.size() - start);
-      // Keys of one batch are few (at most max_batch × max_groups): a linear scan of the
-      // same request's address (the usual repeat) first would be a refinement; a map is fine.
-      const auto [at, fresh] = index.try_emplace(std::string(name), ends.size() + 1);
-      if (fresh) {
+      std::size_t h = std::hash<std::string_view>{}(name) & (table.size() - 1);
+      while (table[h] != 0 && key_at(table[h]) != name) h = (h + 1) & (table.size() - 1);
+      if (table[h] == 0) {
         ends.push_back(keys.size());
+        table[h] = ends.size();
       } else {
         keys.resize(start);
       }
-      slots.push_back(at->second);
+      slots.push_back(table[h]);
+    }
+  }
+  // The batch's distinct limits (a category has a few; requests of one batch share them).
+  auto& specs = out.specs;
+  specs.clear();
+  auto& spec_of = out.spec_slots;  // per entry and group: the limit's 1-based index
+  spec_of.clear();
+  for (const batch_entry& e : batch) {
+    for (std::uint8_t g = 0; g < e.req->group_count; ++g) {
+      if (!in(e.groups, g)) continue;
+      const limit::limit_spec* spec = e.req->groups[g].spec;
+      std::size_t i = 0;
+      while (i < specs.size() && specs[i] != spec) ++i;
+      if (i == specs.size()) specs.push_back(spec);
+      spec_of.push_back(i + 1);
     }
   }
   args_writer w(out);
@@ -429,6 +529,15 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
   }
   s += now_arg;
   w.end_arg();
+  w.number(static_cast<std::int64_t>(specs.size()));
+  for (const limit::limit_spec* spec : specs) {
+    s += spec->shadow ? '1' : '0';
+    w.end_arg();
+    for (const limit::gcra_params& p : spec->tiers) {
+      w.number(p.burst == 0 ? 0 : p.emission);
+      w.number(p.burst);
+    }
+  }
   w.number(static_cast<std::int64_t>(batch.size()));
   std::size_t k = 0;
   for (const batch_entry& e : batch) {
@@ -439,14 +548,9 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
     w.number(groups);
     for (std::uint8_t g = 0; g < req.group_count; ++g) {
       if (!in(e.groups, g)) continue;
-      const limit::limit_spec& spec = *req.groups[g].spec;
-      w.number(static_cast<std::int64_t>(slots[k++]));
-      s += spec.shadow ? '1' : '0';
-      w.end_arg();
-      for (const limit::gcra_params& p : spec.tiers) {
-        w.number(p.burst == 0 ? 0 : p.emission);
-        w.number(p.burst);
-      }
+      w.number(static_cast<std::int64_t>(slots[k]));
+      w.number(static_cast<std::int64_t>(spec_of[k]));
+      ++k;
     }
   }
   w.finish();
@@ -502,13 +606,25 @@ void build_refund(command_args& out, std::string_view prefix, const limit::limit
 }
 
 bool append_command(std::string& out, const command_args& args) {
-  char* cmd = nullptr;
-  // hiredis 0.14 takes `const char**` (it reads only).
-  const int len = redisFormatCommandArgv(&cmd, args.count, const_cast<const char**>(args.argv.data()),
-                                         args.lengths.data());
-  if (len < 0 || cmd == nullptr) return false;
-  out.append(cmd, static_cast<std::size_t>(len));
-  redisFreeCommand(cmd);
+  // RESP's request form, "*<count>\r\n" then "$<length>\r\n<bytes>\r\n" per argument: what
+  // redisFormatCommandArgv writes (the unit tests compare the two), without its formatter,
+  // which took more instructions than the rest of a decision's call.
+  std::size_t total = 16;
+  for (int i = 0; i < args.count; ++i) total += args.lengths[i] + 24;
+  out.reserve(out.size() + total);
+  char buf[24];
+  auto number = [&](char lead, std::size_t v) {
+    out += lead;
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, r.ptr);
+    out += "\r\n";
+  };
+  number('*', static_cast<std::size_t>(args.count));
+  for (int i = 0; i < args.count; ++i) {
+    number('$', args.lengths[i]);
+    out.append(args.argv[i], args.lengths[i]);
+    out += "\r\n";
+  }
   return true;
 }
 

@@ -9,7 +9,6 @@
 #include <string>
 #include <string_view>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "gateway/limit/request.hpp"
@@ -64,8 +63,9 @@ void append_network(std::string& out, const limit::limit_request& req);
 
 /// hiredis's RESP reader with bounds (hiredis 0.14 allocates an array's element pointers when
 /// its header arrives: a reply of "*2000000000" would ask for 16 GB): an array may declare at
-/// most 65 536 elements, and one reply at most 1 048 576 in all; past either the reader fails
-/// (the connection is then closed).
+/// most 65 536 elements, and one reply at most 262 144 in all; past either the reader fails
+/// (the connection is then closed). Its replies live in an arena of the reader's: one is valid
+/// until the next redisReaderGetReply, and is never freed by the caller.
 struct reader_free {
   void operator()(redisReader* r) const noexcept;
 };
@@ -82,9 +82,9 @@ struct command_args {
   std::vector<std::size_t> lengths;  ///< of each argument
   int count = 0;                     ///< arguments used
   // Scratch of the builders (kept to keep their capacity).
-  std::vector<std::size_t> ends, key_ends, key_slots;
+  std::vector<std::size_t> ends, key_ends, key_slots, key_table, spec_slots;
+  std::vector<const limit::limit_spec*> specs;
   std::string keys;
-  std::unordered_map<std::string, std::size_t> key_index;
 };
 
 /// Groups of a request, as bits (bit g: group g).
@@ -101,8 +101,9 @@ inline constexpr std::size_t max_batch = 64;
 
 /// Fills `out` with the script call deciding `batch` in order (each entry all-or-nothing, as
 /// if one after the other): KEYS each distinct key once; ARGV: `now_arg` ("" in production:
-/// Redis time), the number of requests, then per request its cost and number of groups and
-/// per group the key's index, shadow (0|1), T and burst of each tier.
+/// Redis time), the batch's distinct limits (their number, then per limit shadow (0|1) and T
+/// and burst of each tier), the requests (their number, then per request its cost, its number
+/// of groups and per group its key's and its limit's index).
 /// Reply: Redis's now (seconds, nanoseconds), then per request admitted, shadow_limited, and
 /// per group and tier allowed (1, 0; -1: no such tier) and tat − now (seconds, nanoseconds).
 void build_call(command_args& out, std::string_view verb, std::string_view script_ref,
@@ -145,8 +146,8 @@ void assemble(const limit::limit_request& req, const script_reply& r, bool admit
 void build_refund(command_args& out, std::string_view prefix, const limit::limit_request& req,
                   group_mask groups, const script_reply& r);
 
-/// Formats `args` as one RESP command (hiredis) and appends it to `out`. False when hiredis
-/// could not (out of memory).
+/// Appends `args` as one RESP command to `out` (as redisFormatCommandArgv would write it).
+/// Always true.
 bool append_command(std::string& out, const command_args& args);
 /// Formats a command of plain arguments and appends it to `out`.
 bool append_command(std::string& out, std::initializer_list<std::string_view> args);

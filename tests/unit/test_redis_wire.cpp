@@ -116,23 +116,22 @@ TEST_CASE("the script call carries the keys, the cost and each group's constants
   redis::build_call(a, "EVALSHA", redis::gcra_sha(), "tg:", req);
   std::vector<std::string> args;
   for (int i = 0; i < a.count; ++i) args.emplace_back(a.argv[i], a.lengths[i]);
-  // KEYS, then: now (empty: Redis's), one request, its cost and groups, and per group the
-  // key's index, shadow, and each tier's T and burst.
+  // KEYS, then: now (empty: Redis's), the limits (shadow, each tier's T and burst), one
+  // request: its cost, its groups, and per group its key's and its limit's index.
   const std::vector<std::string> expected = {
       "EVALSHA", redis::gcra_sha(), "2",
       "{tg:198.51.100.0/24}auth/ipv4_individual/32:198.51.100.7",
       "{tg:198.51.100.0/24}auth/ipv4_network/24:198.51.100.0",
-      "", "1", "2", "2",
-      "1", "0", "100000000", "5", "36000000000", "50",
-      "2", "1", "1000000000", "7", "0", "0"};
+      "", "2", "0", "100000000", "5", "36000000000", "50", "1", "1000000000", "7", "0", "0",
+      "1", "2", "2", "1", "1", "2", "2"};
   CHECK(args == expected);
   CHECK(redis::gcra_sha().size() == 40);
 
   std::string resp;
   REQUIRE(redis::append_command(resp, a));
-  CHECK(resp.starts_with("*21\r\n$7\r\nEVALSHA\r\n$40\r\n"));
+  CHECK(resp.starts_with("*24\r\n$7\r\nEVALSHA\r\n$40\r\n"));
   // The empty "now" argument travels as an empty bulk string.
-  CHECK(resp.find("\r\n$0\r\n\r\n$1\r\n1\r\n") != std::string::npos);
+  CHECK(resp.find("\r\n$0\r\n\r\n$1\r\n2\r\n") != std::string::npos);
 
   // A batch names each key once: a second request from the same address and one from its
   // network's neighbour share keys with the first.
@@ -142,15 +141,39 @@ TEST_CASE("the script call carries the keys, the cost and each group's constants
   redis::build_call(a, "EVALSHA", redis::gcra_sha(), "tg:", batch);
   args.clear();
   for (int i = 0; i < a.count; ++i) args.emplace_back(a.argv[i], a.lengths[i]);
-  REQUIRE(args.size() == 2 + 1 + 3 + 2 + 3 * (2 + 2 * 6));
+  // 3 keys, 2 limits (listed once), 3 requests of 2 groups.
+  REQUIRE(args.size() == 2 + 1 + 3 + 1 + 1 + 2 * 5 + 1 + 3 * (2 + 2 * 2));
   CHECK(args[2] == "3");
   CHECK(args[5] == "{tg:198.51.100.0/24}auth/ipv4_individual/32:198.51.100.8");
-  CHECK(args[7] == "3");  // requests
-  // The second request's groups name keys 1 and 2, the third's keys 3 and 2.
-  CHECK(args[8 + 14 + 2] == "1");
-  CHECK(args[8 + 14 + 2 + 6] == "2");
-  CHECK(args[8 + 28 + 2] == "3");
-  CHECK(args[8 + 28 + 2 + 6] == "2");
+  CHECK(args[7] == "2");   // limits
+  CHECK(args[18] == "3");  // requests
+  // Each request: cost, groups, then (key, limit) per group. The second names keys 1 and 2,
+  // the third keys 3 and 2; all three limits 1 and 2.
+  CHECK(std::vector<std::string>(args.begin() + 19, args.end()) ==
+        std::vector<std::string>{"2", "2", "1", "1", "2", "2", "1", "2", "1", "1", "2", "2",
+                                 "1", "2", "3", "1", "2", "2"});
+}
+
+TEST_CASE("commands are written byte for byte as hiredis formats them", "[redis]") {
+  const std::vector<std::vector<std::string>> cases = {
+      {"PING"}, {"SET", "k", ""}, {"EVALSHA", redis::gcra_sha(), "0", "", "1"},
+      {"SET", std::string("a\0b\r\n", 5), std::string(70000, 'x')}};
+  for (const auto& c : cases) {
+    redis::command_args a;
+    for (const auto& v : c) {
+      a.argv.push_back(v.data());
+      a.lengths.push_back(v.size());
+    }
+    a.count = static_cast<int>(c.size());
+    std::string ours;
+    REQUIRE(redis::append_command(ours, a));
+    char* theirs = nullptr;
+    const int n = redisFormatCommandArgv(&theirs, a.count, const_cast<const char**>(a.argv.data()),
+                                         a.lengths.data());
+    REQUIRE(n > 0);
+    CHECK(ours == std::string(theirs, static_cast<std::size_t>(n)));
+    redisFreeCommand(theirs);
+  }
 }
 
 TEST_CASE("a script reply becomes the decision, tats placed on the gateway's clock", "[redis]") {
