@@ -21,11 +21,14 @@ namespace {
 // Every instant is therefore two limbs (seconds, nanoseconds below 1e9), and every product
 // is a limb times a count of at most max_burst (1e6): at most 1e15, exact. Redis's TIME has
 // microsecond resolution; the arithmetic on it is exact to the nanosecond.
-constexpr std::string_view script_text = R"lua(-- tollgate GCRA v3 (DESIGN §3, §11)
+constexpr std::string_view script_text = R"lua(-- tollgate GCRA v4 (DESIGN §3, §11)
 -- A batch of requests, each decided all-or-nothing, in order, as if one after the other.
 -- ARGV: now ("" = Redis TIME), the limits (count, then per limit: shadow, T and burst of the
 -- short and the long tier), the requests (count, then per request: cost, groups, and per
 -- group: its key's index in KEYS and its limit's index).
+-- Reply: Redis's now (s, ns), then per request its verdict (0 rejected, 1 admitted, 2
+-- admitted but a shadowed limit rejected) and per configured tier of each group tat - now in
+-- ns, negative (-d - 1) when the tier rejected; past 2^53 ns as "allowed:s:ns".
 local B = 1000000000
 local sub, tonumber, floor = string.sub, tonumber, math.floor
 local argv, keys = ARGV, KEYS
@@ -50,98 +53,97 @@ for k = 1, #keys do
   end
 end
 
--- The limits: per limit and tier j = 2l - 1 + t: T split in seconds and nanoseconds, burst.
+-- Per limit l and tier t, at L[12 (2l - 2 + t) + 1 ...]: T in s and ns, burst, shadow, and
+-- for the last cost seen (now is fixed for the batch): that cost, the cap now + burst T, the
+-- limit now + (burst - c) T (a tat at most this admits), and c T.
+local L = {}
 local nl = tonumber(argv[2])
-local shadow, Ts, Tn, burst = {}, {}, {}, {}
 for l = 1, nl do
   local a = 3 + 5 * (l - 1)
-  shadow[l] = argv[a] == '1'
   for t = 0, 1 do
-    local j, T = 2 * l - 1 + t, tonumber(argv[a + 1 + 2 * t])
-    Ts[j] = floor(T / B)
-    Tn[j] = T - Ts[j] * B
-    burst[j] = tonumber(argv[a + 2 + 2 * t])
+    local x, T = 12 * (2 * l - 2 + t), tonumber(argv[a + 1 + 2 * t])
+    local ts = floor(T / B)
+    L[x + 1], L[x + 2], L[x + 3], L[x + 4], L[x + 5] = ts, T - ts * B,
+      tonumber(argv[a + 2 + 2 * t]), argv[a] == '1', 0
   end
-end
-
--- For a tier j and a cost c, with now fixed for the batch: the cap now + burst T, the limit
--- now + (burst - c) T (a tat at most this admits), and c T. Kept for the last cost seen.
-local mc, cap_s, cap_n, lim_s, lim_n, e_s, e_n = {}, {}, {}, {}, {}, {}, {}
-local function prepare(j, c)
-  local ts, tn, b = Ts[j], Tn[j], burst[j]
-  local x = tn * b
-  local k = floor(x / B)
-  local s2, n2 = now_s + ts * b + k, now_n + x - k * B
-  if n2 >= B then s2, n2 = s2 + 1, n2 - B end
-  cap_s[j], cap_n[j] = s2, n2
-  x = tn * (b - c)
-  k = floor(x / B)
-  s2, n2 = now_s + ts * (b - c) + k, now_n + x - k * B
-  if n2 >= B then s2, n2 = s2 + 1, n2 - B end
-  lim_s[j], lim_n[j] = s2, n2
-  x = tn * c
-  k = floor(x / B)
-  e_s[j], e_n[j] = ts * c + k, x - k * B
-  mc[j] = c
 end
 
 local out = {now_s, now_n}
 local o = 2
 local dirty = {}
-local pk, pv = {}, {}  -- per group of the request: key; the tats it would write, its limit
+local p = {}  -- per group of the request: key, limit's base in L, the tats it would write
 local a = 4 + 5 * nl
 for r = 1, tonumber(argv[3 + 5 * nl]) do
   local c, groups = tonumber(argv[a]), tonumber(argv[a + 1])
   a = a + 2
-  local at = o
-  out[at + 1], out[at + 2] = 0, 0
-  o = o + 2
+  o = o + 1
+  local verdict = o
   local ok_e, ok_s = true, true
   for g = 1, groups do
     local k, l = tonumber(argv[a]), tonumber(argv[a + 1])
     a = a + 2
-    local base, w = 4 * k - 4, 5 * g - 5
-    pk[g] = k
+    local base, w = 4 * k - 4, 6 * g - 6
+    p[w + 1], p[w + 2] = k, 24 * (l - 1)
     for t = 0, 1 do
-      local j = 2 * l - 1 + t
+      local x = 24 * (l - 1) + 12 * t
       local ts, tn = st[base + 2 * t + 1], st[base + 2 * t + 2]
-      pv[w + 2 * t + 1], pv[w + 2 * t + 2] = ts, tn
-      if burst[j] > 0 then
-        if mc[j] ~= c then prepare(j, c) end
+      p[w + 3 + 2 * t], p[w + 4 + 2 * t] = ts, tn
+      local b = L[x + 3]
+      if b > 0 then
+        if L[x + 5] ~= c then
+          local Ts, Tn = L[x + 1], L[x + 2]
+          local y = Tn * b
+          local q = floor(y / B)
+          local s2, n2 = now_s + Ts * b + q, now_n + y - q * B
+          if n2 >= B then s2, n2 = s2 + 1, n2 - B end
+          L[x + 6], L[x + 7] = s2, n2
+          y = Tn * (b - c)
+          q = floor(y / B)
+          s2, n2 = now_s + Ts * (b - c) + q, now_n + y - q * B
+          if n2 >= B then s2, n2 = s2 + 1, n2 - B end
+          L[x + 8], L[x + 9] = s2, n2
+          y = Tn * c
+          q = floor(y / B)
+          L[x + 10], L[x + 11], L[x + 5] = Ts * c + q, y - q * B, c
+        end
         -- tat = clamp(tat, now, now + burst T)
         if ts < now_s or (ts == now_s and tn < now_n) then ts, tn = now_s, now_n end
-        if ts > cap_s[j] or (ts == cap_s[j] and tn > cap_n[j]) then ts, tn = cap_s[j], cap_n[j] end
-        local ok = ts < lim_s[j] or (ts == lim_s[j] and tn <= lim_n[j])
+        if ts > L[x + 6] or (ts == L[x + 6] and tn > L[x + 7]) then ts, tn = L[x + 6], L[x + 7] end
+        local ok = ts < L[x + 8] or (ts == L[x + 8] and tn <= L[x + 9])
         if ok then
-          ts, tn = ts + e_s[j], tn + e_n[j]
+          ts, tn = ts + L[x + 10], tn + L[x + 11]
           if tn >= B then ts, tn = ts + 1, tn - B end
-          pv[w + 2 * t + 1], pv[w + 2 * t + 2] = ts, tn
-        elseif shadow[l] then
+          p[w + 3 + 2 * t], p[w + 4 + 2 * t] = ts, tn
+        elseif L[x + 4] then
           ok_s = false
         else
           ok_e = false
         end
         ts, tn = ts - now_s, tn - now_n
         if tn < 0 then ts, tn = ts - 1, tn + B end
-        out[o + 1], out[o + 2], out[o + 3] = ok and 1 or 0, ts, tn
-      else
-        out[o + 1], out[o + 2], out[o + 3] = -1, 0, 0
+        o = o + 1
+        if ts < 9000000 then
+          local d = ts * B + tn
+          out[o] = ok and d or -d - 1
+        else
+          out[o] = (ok and '1:' or '0:') .. string.format('%d:%d', ts, tn)
+        end
       end
-      o = o + 3
     end
-    pv[w + 5] = l  -- after the tats: which limit (for the shadow rule below)
   end
   if ok_e then
-    out[at + 1] = 1
-    if not ok_s then out[at + 2] = 1 end
+    out[verdict] = ok_s and 1 or 2
     for g = 1, groups do
-      local w = 5 * g - 5
-      if ok_s or not shadow[pv[w + 5]] then
-        local base = 4 * pk[g] - 4
-        st[base + 1], st[base + 2], st[base + 3], st[base + 4] = pv[w + 1], pv[w + 2], pv[w + 3], pv[w + 4]
-        dirty[pk[g]] = true
+      local w = 6 * g - 6
+      if ok_s or not L[p[w + 2] + 4] then
+        local k = p[w + 1]
+        local base = 4 * k - 4
+        st[base + 1], st[base + 2], st[base + 3], st[base + 4] = p[w + 3], p[w + 4], p[w + 5], p[w + 6]
+        dirty[k] = true
       end
     end
+  else
+    out[verdict] = 0
   end
 end
 
@@ -641,8 +643,11 @@ bool append_command(std::string& out, std::initializer_list<std::string_view> ar
 std::size_t reply_elements(std::span<const batch_entry> batch) {
   std::size_t n = 2;
   for (const batch_entry& e : batch) {
-    n += 2;
-    for (std::uint8_t g = 0; g < e.req->group_count; ++g) n += 6 * in(e.groups, g);
+    n += 1;
+    for (std::uint8_t g = 0; g < e.req->group_count; ++g) {
+      if (!in(e.groups, g)) continue;
+      for (const limit::gcra_params& p : e.req->groups[g].spec->tiers) n += p.burst != 0;
+    }
   }
   return n;
 }
@@ -658,43 +663,68 @@ bool read_now(const redisReply& reply, std::span<const batch_entry> batch, core:
   return true;
 }
 
+namespace {
+
+/// One tier's element: tat − now in ns, negative (−d − 1) when it rejected, or past 2^53 ns
+/// the text "allowed:s:ns".
+bool read_tier(const redisReply* e, bool& allowed, core::nanos& d) {
+  if (e == nullptr) return false;
+  if (e->type == REDIS_REPLY_INTEGER) {
+    allowed = e->integer >= 0;
+    d = allowed ? e->integer : -(e->integer + 1);
+    return true;
+  }
+  if (e->type != REDIS_REPLY_STRING || e->str == nullptr) return false;
+  const char* p = e->str;
+  const char* end = e->str + e->len;
+  long long a = 0, ds = 0, dn = 0;
+  auto field = [&](long long& v, bool last) {
+    const auto r = std::from_chars(p, end, v);
+    if (r.ec != std::errc() || (last ? r.ptr != end : (r.ptr == end || *r.ptr != ':'))) return false;
+    p = last ? r.ptr : r.ptr + 1;
+    return true;
+  };
+  if (!field(a, false) || !field(ds, false) || !field(dn, true)) return false;
+  if ((a != 0 && a != 1) || ds < 0 || ds > 9'000'000'000LL || dn < 0 || dn >= 1'000'000'000) {
+    return false;
+  }
+  allowed = a == 1;
+  d = ds * 1'000'000'000LL + dn;
+  return true;
+}
+
+}  // namespace
+
 bool read_entry(const redisReply& reply, std::size_t& at, const batch_entry& e,
                 script_reply& out) {
   const limit::limit_request& req = *e.req;
-  long long admitted = 0, shadow = 0;
-  if (!integer_at(reply, at, admitted) || !integer_at(reply, at + 1, shadow)) return false;
-  at += 2;
-  out.admitted = admitted == 1;
-  out.shadow_limited = out.admitted && shadow == 1;
+  long long verdict = 0;
+  if (!integer_at(reply, at, verdict) || verdict < 0 || verdict > 2) return false;
+  ++at;
+  out.admitted = verdict != 0;
+  out.shadow_limited = verdict == 2;
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
     if (!in(e.groups, g)) continue;
     const limit::limit_spec& spec = *req.groups[g].spec;
-    for (std::uint8_t t = 0; t < 2; ++t, at += 3) {
-      long long allowed = 0, ds = 0, dn = 0;
-      if (!integer_at(reply, at, allowed) || !integer_at(reply, at + 1, ds) ||
-          !integer_at(reply, at + 2, dn)) {
-        return false;
-      }
+    for (std::uint8_t t = 0; t < 2; ++t) {
       const limit::gcra_params& p = spec.tiers[t];
       if (p.burst == 0) {
-        if (allowed != -1) return false;
         out.tiers[g][t] = {};
         continue;
       }
-      if (allowed < 0 || allowed > 1 || ds < 0 || dn < 0 || dn >= 1'000'000'000 ||
-          ds > 9'000'000'000LL) {
-        return false;
-      }
-      const core::nanos d = ds * 1'000'000'000LL + dn;
+      bool allowed = false;
+      core::nanos d = 0;
+      if (at >= reply.elements || !read_tier(reply.element[at], allowed, d)) return false;
+      ++at;
       // The GCRA keeps every tat within now + burst·T (clamped so), and a rejection's stored
       // tat lies beyond what admits the cost: its wait is positive.
       if (d > static_cast<core::nanos>(p.burst) * p.emission) return false;
-      if (allowed == 0 && d <= static_cast<core::nanos>(p.burst - req.cost) * p.emission) {
+      if (!allowed && d <= static_cast<core::nanos>(p.burst - req.cost) * p.emission) {
         return false;
       }
       core::nanos tat;
       if (__builtin_add_overflow(req.now, d, &tat)) return false;
-      out.tiers[g][t] = {static_cast<std::int8_t>(allowed), d};
+      out.tiers[g][t] = {static_cast<std::int8_t>(allowed ? 1 : 0), d};
     }
   }
   return true;

@@ -178,6 +178,22 @@ TEST_CASE("the script decides the unit tests' GCRA cases as the in-process store
   }
 }
 
+TEST_CASE("tats beyond 2^53 ns (a million hours of debt) are told exactly", "[redis][script]") {
+  redis_server server;
+  script_client client(server.port);
+  memory_store local({}, 1, 1);
+  const nanos t0 = unix_now_plus(7200 * sec);
+  // 1/h with a burst of a million: one request of the whole burst's cost leaves a tat a
+  // million hours ahead, past what a Lua number holds exactly in nanoseconds.
+  const limit_spec huge = named(group(params(1, 3600 * sec, 1'000'000), {}, 1), "h/ipv4_individual/32");
+  for (const auto& [at, cost] : std::vector<std::pair<nanos, std::uint32_t>>{
+           {0, 1'000'000}, {1, 1}, {3600 * sec, 1}, {7200 * sec + 7, 2}, {7200 * sec + 9, 1}}) {
+    CAPTURE(at, cost);
+    const auto req = ipv4_request("192.0.2.1", &huge, nullptr, t0 + at, cost);
+    require_same(req, local.decide(req), client.decide(req));
+  }
+}
+
 TEST_CASE("random limit sets, costs and instants decide identically in the script and in "
           "process",
           "[redis][script]") {

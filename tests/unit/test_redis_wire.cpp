@@ -183,8 +183,9 @@ TEST_CASE("a script reply becomes the decision, tats placed on the gateway's clo
   const auto req = ipv4_request("198.51.100.7", &fine, nullptr, t0);
 
   SECTION("admitted") {
-    // tat - now: short 0.1 s, long 36 s; Redis's own clock is far from the gateway's.
-    const auto r = read_reply(integers({5, 0, 1, 0, 1, 0, 100'000'000, 1, 36, 0}));
+    // Redis's now (5 s), the verdict, then per tier tat - now: short 0.1 s, long 36 s.
+    // Redis's own clock is far from the gateway's.
+    const auto r = read_reply(integers({5, 0, 1, 100'000'000, 36'000'000'000}));
     decision d;
     nanos redis_now = 0;
     REQUIRE(redis::decode_decision(*r, req, d, &redis_now));
@@ -200,32 +201,50 @@ TEST_CASE("a script reply becomes the decision, tats placed on the gateway's clo
     CHECK(b.remaining == 4);
   }
   SECTION("rejected: the wait is the stored tat less the tolerance") {
-    // Short tier full: stored tat = now + 0.5 s (burst 5 × 100 ms); long allowed.
-    const auto r = read_reply(integers({5, 0, 0, 0, 0, 0, 500'000'000, 1, 36, 0}));
+    // Short tier full: stored tat = now + 0.5 s (burst 5 × 100 ms), told as -d - 1.
+    const auto r = read_reply(integers({5, 0, 0, -500'000'001, 36'000'000'000}));
     decision d;
     REQUIRE(redis::decode_decision(*r, req, d));
     CHECK_FALSE(d.admitted);
+    CHECK(d.limits[0].tat == t0 + 500 * ms);
     CHECK(d.limits[0].wait == 100 * ms);
     CHECK(binding_of(req, d).which == tier::short_term);
   }
+  SECTION("admitted past a shadowed limit; times past 2^53 ns as text") {
+    // 1/h burst 1 000 000: a tat up to a million hours ahead, beyond a double's integers.
+    const limit_spec wide = named(group(params(1, 3600 * sec, 1'000'000), {}, 2), "w/ipv4_individual/32");
+    const auto req2 = ipv4_request("198.51.100.7", &wide, nullptr, t0);
+    const auto r = read_reply("*4\r\n:5\r\n:0\r\n:2\r\n$21\r\n1:3000000000:12345678\r\n");
+    decision d;
+    REQUIRE(redis::decode_decision(*r, req2, d));
+    CHECK(d.admitted);
+    CHECK(d.shadow_limited);
+    CHECK(d.limits[0].tat == t0 + 3'000'000'000 * sec + 12'345'678);
+  }
   SECTION("replies of another shape are refused") {
     decision d;
-    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 1, 0})), req, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 1, 100'000'000})), req, d));
     CHECK_FALSE(redis::decode_decision(*read_reply("$2\r\nok\r\n"), req, d));
     CHECK_FALSE(redis::decode_decision(*read_reply("-ERR x\r\n"), req, d));
-    // A string where an integer belongs.
-    CHECK_FALSE(redis::decode_decision(
-        *read_reply("*10\r\n:5\r\n:0\r\n:1\r\n:0\r\n:1\r\n$1\r\n0\r\n:1\r\n:1\r\n:36\r\n:0\r\n"),
-        req, d));
-    // Nanoseconds out of range, a negative time, a rejection without a wait.
-    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 1, 0, 1, 0, 1'000'000'000, 1, 36, 0})), req, d));
-    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 1, 0, 1, -1, 0, 1, 36, 0})), req, d));
-    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 0, 0, 0, 0, 1, 1, 36, 0})), req, d));
-    // A tier the limit does not have, told as present.
+    // A verdict out of range; a string where an integer belongs; malformed long times.
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 3, 1, 1})), req, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply("*5\r\n:5\r\n:0\r\n$1\r\n1\r\n:1\r\n:1\r\n"), req, d));
+    for (const char* text : {"1:1", "2:1:1", "1:-1:0", "1:1:1000000000", "1:1:1x", "x"}) {
+      CAPTURE(text);
+      const std::string t(text);
+      const std::string resp = "*5\r\n:5\r\n:0\r\n:1\r\n$" + std::to_string(t.size()) +
+                               "\r\n" + t + "\r\n:36000000000\r\n";
+      CHECK_FALSE(redis::decode_decision(*read_reply(resp), req, d));
+    }
+    // Past burst·T; a rejection without a wait; Redis's nanoseconds out of range.
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 1, 500'000'001, 1})), req, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 0, -2, 1})), req, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 1'000'000'000, 1, 1, 1})), req, d));
+    // A tier the limit does not have is not in the reply.
     const limit_spec short_only = named(group(params(10, sec, 5), {}, 1), "a/ipv4_individual/32");
     const auto req1 = ipv4_request("198.51.100.7", &short_only, nullptr, t0);
-    CHECK(redis::decode_decision(*read_reply(integers({5, 0, 1, 0, 1, 0, 1, -1, 0, 0})), req1, d));
-    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 1, 0, 1, 0, 1, 1, 0, 0})), req1, d));
+    CHECK(redis::decode_decision(*read_reply(integers({5, 0, 1, 1})), req1, d));
+    CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 1, 1, 1})), req1, d));
   }
 }
 
