@@ -7,8 +7,9 @@
 #
 # wrk (2 threads) drives, in turn: nginx (two limit_req zones per address, nothing rejected);
 # Tollgate with store: memory and with store: redis (a local redis-server, no persistence),
-# both with 2 levels x 2 tiers per request and nothing rejected; then the rejection path of
-# both (one address far past its limit). Prints requests/s and p50/p99 latency of each, the
+# both with 2 levels x 2 tiers per request and nothing rejected, from one address and from
+# random addresses of 10.0.0.0/8 (X-Forwarded-For); then the rejection path of both (one
+# address far past its limit). Prints requests/s and p50/p99 latency of each, the
 # Redis commands per proxied request and per 429 (INFO commandstats), and the script alone
 # under redis-benchmark (decisions/s and Redis CPU per call, 2 and 4 limits, unpipelined and
 # 16 deep).
@@ -67,6 +68,7 @@ tollgate_conf() { # name policy store
 listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
 admin: { address: 127.0.0.1, port: 0 }
 workers: $workers
+trusted_proxies: [127.0.0.1/32]
 upstreams: { app: { endpoints: ["127.0.0.1:$up"], max_idle_connections: 64 } }
 default_route: { category: general, upstream: app }
 policies: [$2]
@@ -81,14 +83,32 @@ tollgate_conf memory "$PWD/bench/open-policy.yaml" "{ type: memory }"
 tollgate_conf redis "$PWD/bench/open-policy.yaml" "$(redis_store open:)"
 tollgate_conf memory_429 "$work/limited.yaml" "{ type: memory }"
 tollgate_conf redis_429 "$work/limited.yaml" "$(redis_store limited:)"
+# Memory: a gateway whose keys live a minute (1/m, burst 1 per address).
+cat > "$work/expiry.yaml" <<YAML
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1/m, burst: 1 } }
+      ipv4_network:    { short: { rate: 1000000/m, burst: 1000000 } }
+YAML
+tollgate_conf redis_expiry "$work/expiry.yaml" "$(redis_store expiry:)"
+# Many clients: every request from a random address of 10.0.0.0/8 (X-Forwarded-For from the
+# trusted loopback), so that nearly every decision reads and writes keys of its own.
+cat > "$work/many.lua" <<'LUA'
+request = function()
+  local a = "10." .. math.random(0, 255) .. "." .. math.random(0, 255) .. "." .. math.random(1, 254)
+  return wrk.format(nil, nil, { ["X-Forwarded-For"] = a })
+end
+LUA
 declare -A port pid
 pid[nginx]=${pids[2]}; port[nginx]=$ng
 i=3
-for name in memory redis memory_429 redis_429; do
+for name in memory redis memory_429 redis_429 redis_expiry; do
   pid[$name]=${pids[$i]}
   port[$name]=$(public_port "$work/$name.log")
   i=$((i + 1))
 done
+for name in memory redis; do pid[${name}_many]=${pid[$name]}; port[${name}_many]=${port[$name]}; done
 wait_port "$ng"
 
 cpu_ticks() {
@@ -105,7 +125,9 @@ measure() { # name
   local before after calls_before calls_after
   before=$(cpu_ticks "${pid[$1]}")
   calls_before=$(evalsha_calls)
-  wrk -t2 -c"$connections" -d"${duration}s" --latency "http://127.0.0.1:${port[$1]}/api/profiles/x" >"$work/wrk.out" 2>&1
+  local script=()
+  case $1 in *_many) script=(-s "$work/many.lua") ;; esac
+  wrk -t2 -c"$connections" -d"${duration}s" --latency "${script[@]}" "http://127.0.0.1:${port[$1]}/api/profiles/x" >"$work/wrk.out" 2>&1
   calls_after=$(evalsha_calls)
   after=$(cpu_ticks "${pid[$1]}")
   awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" -v secs="$duration" \
@@ -121,7 +143,7 @@ for name in nginx memory redis; do wrk -t1 -c8 -d1s "http://127.0.0.1:${port[$na
 for name in memory_429 redis_429; do wrk -t1 -c4 -d1s "http://127.0.0.1:${port[$name]}/" >/dev/null 2>&1 || true; done
 
 declare -A result
-targets=(nginx memory redis memory_429 redis_429)
+targets=(nginx memory redis memory_many redis_many memory_429 redis_429)
 for round in $(seq "$rounds"); do
   for target in "${targets[@]}"; do result[$target.$round]=$(measure "$target"); done
 done
@@ -154,7 +176,28 @@ echo
 echo "proxied throughput redis / memory, median of rounds:  $(median_ratio 0 redis memory)"
 echo "proxied throughput redis / nginx, median of rounds:   $(median_ratio 0 redis nginx)"
 echo "p99 added by redis (redis - memory), median:          $(median_diff 2 redis memory)"
+echo "many addresses: throughput redis / memory, median:    $(median_ratio 0 redis_many memory_many)"
+echo "many addresses: p99 added by redis, median:           $(median_diff 2 redis_many memory_many)"
 echo "429 rate of one flooding address redis / memory:      $(median_ratio 0 redis_429 memory_429)"
+
+# Memory: a million requests from random addresses through a Redis gateway whose keys live a
+# minute (nearly a million distinct /32 keys and 65 536 /24 keys, each written with its
+# expiry), then Redis's key count until their tats have passed and Redis has expired them.
+if [ -z "${TOLLGATE_BENCH_SKIP_EXPIRY:-}" ]; then
+  rcli flushall >/dev/null
+  sent=0 start=$SECONDS
+  while [ "$sent" -lt 1000000 ]; do
+    n=$(wrk -t2 -c"$connections" -d10s -s "$work/many.lua" "http://127.0.0.1:${port[redis_expiry]}/api/profiles/x" | awk '/requests in/ { print $1 }')
+    sent=$((sent + n))
+  done
+  peak=$(rcli dbsize)
+  memory=$(rcli info memory | awk -F: '/^used_memory_human/ { print $2 }' | tr -d '\r')
+  sending=$((SECONDS - start))
+  start=$SECONDS
+  while [ "$(rcli dbsize)" -gt 0 ] && [ $((SECONDS - start)) -lt 180 ]; do sleep 1; done
+  echo
+  echo "expiry: $sent requests from random addresses in $sending s; $peak keys in Redis then (used_memory $memory); $(rcli dbsize) keys $((SECONDS - start)) s later (used_memory $(rcli info memory | awk -F: '/^used_memory_human/ { print $2 }' | tr -d '\r'))"
+fi
 
 # The script alone: redis-benchmark's own clients, random addresses (fresh keys: every call
 # admits and writes), the arguments the gateway sends for the open policy.

@@ -510,3 +510,59 @@ TEST_CASE("tollgate --check-config refuses a Redis store that could not start", 
   CHECK(out3.find("ok") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("the keys of 100 000 addresses expire once their tats pass", "[redis][expiry]") {
+  redis_server redis;
+  echo_server echo;
+  gateway gw("listeners: [{ name: public, address: 127.0.0.1, port: 0 }]\n"
+             "admin: { address: 127.0.0.1, port: 0 }\n"
+             "workers: 2\n"
+             "trusted_proxies: [127.0.0.1/32]\n"
+             "upstreams: { app: { endpoints: ['{echo}'] } }\n"
+             "default_route: { category: general, upstream: app }\n"
+             "policies: ['{policy}']\n"
+             "store: { type: redis, address: '127.0.0.1:" + std::to_string(redis.port) +
+                 "', timeout: 1s, fail_mode: closed }\n",
+             // An address's tat lies 5 s ahead after its request (12/m, burst 1).
+             "categories:\n  general:\n    limits:\n"
+             "      ipv4_individual: { short: { rate: 12/m, burst: 1 } }\n"
+             "      ipv4_network: { short: { rate: 100000/s, burst: 1000 } }\n",
+             echo.port);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sample(metrics_text(gw), "tollgate_store_degraded") != 0) {
+    REQUIRE(std::chrono::steady_clock::now() < until);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // 100 connections of 1 000 pipelined requests, each from its own address in 10.0.0.0/8
+  // (X-Forwarded-For from the trusted loopback): 100 000 /32 keys and 391 /24 keys.
+  constexpr int connections = 100, per_connection = 1000;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      for (int c = t; c < connections; c += 4) {
+        std::string raw;
+        for (int i = 0; i < per_connection; ++i) {
+          const int n = c * per_connection + i;
+          raw += "GET /x HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 10." + std::to_string(n >> 16) +
+                 "." + std::to_string((n >> 8) & 255) + "." + std::to_string(n & 255) + "\r\n\r\n";
+        }
+        for (const auto& r : exchange(gw.port, raw, per_connection)) ok += r.status == 200;
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  CHECK(ok == connections * per_connection);
+  const long long peak = std::stoll(redis.cli({"dbsize"}));
+  CHECK(peak > 10'000);
+  // Every key carries its expiry (PXAT at its later tat): Redis removes them by itself.
+  const auto start = std::chrono::steady_clock::now();
+  long long left = peak;
+  while (left > 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    left = std::stoll(redis.cli({"dbsize"}));
+  }
+  INFO("peak " << peak);
+  CHECK(left == 0);
+  CHECK(redis.cli({"info", "keyspace"}).find("expires=") == std::string::npos);
+}
