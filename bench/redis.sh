@@ -94,9 +94,20 @@ YAML
 tollgate_conf redis_expiry "$work/expiry.yaml" "$(redis_store expiry:)"
 # Many clients: every request from a random address of 10.0.0.0/8 (X-Forwarded-For from the
 # trusted loopback), so that nearly every decision reads and writes keys of its own.
+# Each wrk thread seeds its own generator (by thread and by second: wrk's threads would
+# otherwise draw the same addresses, and so would each run).
 cat > "$work/many.lua" <<'LUA'
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("id", threads)
+end
+function init(args)
+  math.randomseed(os.time() * 7919 + id * 104729)
+end
 request = function()
-  local a = "10." .. math.random(0, 255) .. "." .. math.random(0, 255) .. "." .. math.random(1, 254)
+  local n = math.random(0, 16777215)
+  local a = "10." .. math.floor(n / 65536) .. "." .. (math.floor(n / 256) % 256) .. "." .. (n % 256)
   return wrk.format(nil, nil, { ["X-Forwarded-For"] = a })
 end
 LUA

@@ -2,8 +2,9 @@
 # ThreadSanitizer run of the tests that exercise concurrency: configures build-tsan/
 # (TOLLGATE_TSAN=ON), builds the unit and integration tests (and the gateway and echo processes
 # the integration tests start, also under TSan), then runs the unit tests with threads and the
-# integration tests, whose multi-worker gateway serves concurrent clients, and four modules of
-# the WebSocket tests (tests/websocket, against the TSan gateway). Every process writes
+# integration tests, whose multi-worker gateway serves concurrent clients, four modules of
+# the WebSocket tests (tests/websocket, against the TSan gateway) and the Redis store's
+# replica, Cluster and fault tests (tests/redis). Every process writes
 # its race reports to build-tsan/tsan-logs/ (a pipe the harness does not drain would block
 # it); the run fails when a test fails or any report was written. Works on a fresh Debian 12
 # as root. A full run takes a while: TSan slows the gateway 5-15x.
@@ -15,7 +16,7 @@ install_deps
 cmake -S . -B build-tsan -G Ninja -DTOLLGATE_TSAN=ON -DTOLLGATE_BENCH=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-tsan --target tollgate_unit_tests tollgate_integration_tests \
-  tollgate_seam_tests tollgate tollgate-echo -j "$(nproc)"
+  tollgate_seam_tests tollgate_redis_tests tollgate tollgate-echo -j "$(nproc)"
 
 logs="$PWD/build-tsan/tsan-logs"
 rm -rf "$logs"
@@ -30,6 +31,11 @@ status=0
 build-tsan/tests/tollgate_unit_tests "[concurrency],[global],[table]~[bounds],[pow]" || status=1
 build-tsan/tests/tollgate_seam_tests || status=1
 build-tsan/tests/tollgate_integration_tests "${1:-[integration]}" || status=1
+# The Redis store: two-worker gateways deciding through their links, batches completed on the
+# workers, a Cluster's parts and refunds, Redis killed and paused under load.
+if [ -z "${1:-}" ]; then
+  build-tsan/tests/tollgate_redis_tests "[replicas],[cluster],[faults]" || status=1
+fi
 # WebSocket tunnels on a two-worker gateway: the per-address table of open WebSockets shared by
 # the workers, a stop posted to every worker (SIGTERM), many connections at once.
 if [ -z "${1:-}" ]; then
