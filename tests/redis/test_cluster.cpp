@@ -10,7 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "../integration/harness.hpp"
+#include "tests/integration/harness.hpp"
+#include "tests/redis/support.hpp"
 #include "gateway/store/redis_wire.hpp"
 
 using namespace tollgate::test;
@@ -73,15 +74,6 @@ std::string gateway_yaml(std::uint16_t seed) {
          std::to_string(seed) + "'], timeout: 200ms, fail_mode: closed }\n";
 }
 
-/// Waits until every worker of `gw` has the slot map and its nodes.
-void wait_ready(const gateway& gw) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (sample(metrics_text(gw), "tollgate_store_degraded") != 0) {
-    REQUIRE(std::chrono::steady_clock::now() < until);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
 /// Status codes of `n` requests from `source`, one connection each.
 std::vector<int> statuses(const gateway& gw, const std::string& source, int n,
                           const std::string& extra = "") {
@@ -112,7 +104,7 @@ TEST_CASE("on a 3-node Redis Cluster every node's limits hold, and a rejection i
              "      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n"
              "      everyone: { key: global, short: { rate: 1/h, burst: 2 } }\n",
              echo.port);
-  wait_ready(gw);
+  require_degraded(gw, 0);  // every worker has the slot map and its nodes
 
   // An address whose keys live on each node (the seed is only one of them): exactly the
   // burst, and the keys on that node.
@@ -150,7 +142,7 @@ TEST_CASE("on Redis Cluster a global limit in another slot refunds the address l
              "      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n"
              "      everyone: { key: global, short: { rate: 1/h, burst: 2 } }\n",
              echo.port);
-  wait_ready(gw);
+  require_degraded(gw, 0);  // every worker has the slot map and its nodes
   // The global limit's key and the client's address keys on different nodes.
   static std::uint16_t global_slot;
   global_slot = redis::key_slot("{tg:capped/everyone/global}");
@@ -193,7 +185,7 @@ TEST_CASE("a resharding's MOVED is followed to the node that now serves the slot
              "    limits:\n"
              "      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n",
              echo.port);
-  wait_ready(gw);
+  require_degraded(gw, 0);  // every worker has the slot map and its nodes
   // redis-cli --cluster reshard moves the lowest slots of the source first: an address whose
   // keys hash into slots 0-9 moves from a to b.
   const std::string src = network_where([](std::uint16_t s) { return s < 10; });

@@ -17,6 +17,7 @@
 
 #include "gateway/store/redis_wire.hpp"
 #include "tests/integration/harness.hpp"
+#include "tests/redis/support.hpp"
 
 using namespace tollgate::test;
 using namespace std::chrono_literals;
@@ -25,24 +26,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-/// A gateway file for one Redis at `redis_port`; `store` is what follows `type` and `address`
-/// in the store's mapping. One default route to category general.
-std::string gateway_yaml(std::uint16_t redis_port, const std::string& store, int workers = 2) {
-  return R"(
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: )" +
-         std::to_string(workers) +
-         R"(
-upstreams: { app: { endpoints: ["{echo}"] } }
-default_route: { category: general, upstream: app }
-policies: ["{policy}"]
-store: { type: redis, address: "127.0.0.1:)" +
-         std::to_string(redis_port) + "\", " + store + R"( }
-logging: { level: info, access_log: false }
-)";
-}
-
 /// Wide enough that the load never meets it.
 const std::string wide_policy = R"(
 categories:
@@ -50,65 +33,6 @@ categories:
     limits:
       ipv4_individual: { short: { rate: 100000/s, burst: 100000 } }
 )";
-
-/// Polls `done` every 20 ms until it holds or `limit` passes; whether it held.
-template <class F>
-bool eventually(F&& done, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = clock_type::now() + limit;
-  for (;;) {
-    if (done()) return true;
-    if (clock_type::now() >= deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-}
-
-double metric(const gateway& gw, const std::string& name) {
-  return sample(metrics_text(gw), name);
-}
-
-double decisions(const gateway& gw, const std::string& source) {
-  return metric(gw, "tollgate_store_decisions_total{source=\"" + source + "\"}");
-}
-
-double store_errors(const gateway& gw, const std::string& kind) {
-  return metric(gw, "tollgate_store_errors_total{kind=\"" + kind + "\"}");
-}
-
-double degraded(const gateway& gw) {
-  return metric(gw, "tollgate_store_degraded");
-}
-
-/// Waits (bounded) until every worker of `gw` has its Redis link up (or down).
-void require_degraded(const gateway& gw, double value,
-                      std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-  const bool reached = eventually([&] { return degraded(gw) == value; }, limit);
-  INFO(gw.process->output());
-  REQUIRE(reached);
-}
-
-/// Sets an environment variable for as long as it lives (children started meanwhile inherit
-/// it), then puts back what was there.
-class scoped_env {
- public:
-  scoped_env(std::string name, const std::string& value) : name_(std::move(name)) {
-    if (const char* old = std::getenv(name_.c_str())) old_ = old, had_ = true;
-    setenv(name_.c_str(), value.c_str(), 1);
-  }
-  ~scoped_env() {
-    if (had_) {
-      setenv(name_.c_str(), old_.c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-
- private:
-  std::string name_;
-  std::string old_;
-  bool had_ = false;
-};
 
 /// Whether `r` carries any rate-limit header.
 bool has_rate_limit_headers(const response& r) {
@@ -231,7 +155,7 @@ long long command_calls(const redis_server& redis, const std::string& command) {
 void kill_and_restart(const std::string& mode) {
   redis_server redis;
   echo_server echo;
-  gateway gw(gateway_yaml(redis.port, "timeout: 100ms, fail_mode: " + mode), wide_policy,
+  gateway gw(redis_gateway_yaml(redis.port, "timeout: 100ms, fail_mode: " + mode), wide_policy,
              echo.port);
   require_degraded(gw, 0);
   CHECK(request(gw.admin_port, get("/readyz")).body == "ready\n");
@@ -323,7 +247,7 @@ TEST_CASE(
 TEST_CASE("after a 5 s outage the links are back within the backoff's cap", "[redis][faults]") {
   redis_server redis;
   echo_server echo;
-  gateway gw(gateway_yaml(redis.port, "timeout: 100ms, fail_mode: open"), wide_policy, echo.port);
+  gateway gw(redis_gateway_yaml(redis.port, "timeout: 100ms, fail_mode: open"), wide_policy, echo.port);
   require_degraded(gw, 0);
   redis.stop();
   require_degraded(gw, 1, 5s);
@@ -359,7 +283,7 @@ TEST_CASE("a slow or paused redis costs each request at most its timeout", "[red
   redis_server redis;
   echo_server echo;
   // timeout 20 ms, connect_timeout 1 s: a stall of 1 s ends the connection.
-  gateway gw(gateway_yaml(redis.port, "timeout: 20ms, connect_timeout: 1s, fail_mode: open"),
+  gateway gw(redis_gateway_yaml(redis.port, "timeout: 20ms, connect_timeout: 1s, fail_mode: open"),
              wide_policy, echo.port);
   require_degraded(gw, 0);
   CHECK(decided_by_redis_policy(request(gw.port, get("/warm"))));
@@ -441,7 +365,7 @@ TEST_CASE(
   redis_server redis;
   echo_server echo;
   // One worker: one connection, so the decision after the flush meets the NOSCRIPT.
-  gateway gw(gateway_yaml(redis.port, "timeout: 1s, fail_mode: open", 1), wide_policy, echo.port);
+  gateway gw(redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: open", 1), wide_policy, echo.port);
   require_degraded(gw, 0);
   CHECK(redis.cli({"SCRIPT", "EXISTS", gcra_sha()}) == "1");
   CHECK(decided_by_redis_policy(request(gw.port, get("/1"))));
@@ -476,7 +400,7 @@ categories:
     limits:
       ipv4_individual: { short: { rate: 1/m, burst: 2 } }
 )";
-  gateway gw(gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed"), policy, echo.port);
+  gateway gw(redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed"), policy, echo.port);
   require_degraded(gw, 0);
   CHECK(request(gw.port, get("/f")).status == 200);
   CHECK(request(gw.port, get("/f")).status == 200);
@@ -528,7 +452,7 @@ categories:
   std::unique_ptr<gateway> gw;
   {
     const scoped_env behind("TOLLGATE_TEST_CLOCK_OFFSET_MS", "-7000");
-    gw = std::make_unique<gateway>(gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed", 1),
+    gw = std::make_unique<gateway>(redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed", 1),
                                    policy, echo.port);
   }
   require_degraded(*gw, 0);
@@ -565,7 +489,7 @@ TEST_CASE("a gateway started while redis is down serves by fail_mode and connect
   redis_server redis;
   redis.stop();
   echo_server echo;
-  gateway gw(gateway_yaml(redis.port, "timeout: 20ms, fail_mode: open"), wide_policy, echo.port);
+  gateway gw(redis_gateway_yaml(redis.port, "timeout: 20ms, fail_mode: open"), wide_policy, echo.port);
   const std::string line = gw.process->wait_for_line("cannot use redis");
   INFO(line);
   CHECK(line.find("127.0.0.1:" + std::to_string(redis.port)) != std::string::npos);
@@ -588,7 +512,7 @@ TEST_CASE("a gateway started while redis is down serves by fail_mode and connect
 TEST_CASE("connections closed by redis (CLIENT KILL) are made again", "[redis][faults]") {
   redis_server redis;
   echo_server echo;
-  gateway gw(gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed"), wide_policy, echo.port);
+  gateway gw(redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed"), wide_policy, echo.port);
   require_degraded(gw, 0);
   CHECK(decided_by_redis_policy(request(gw.port, get("/k"))));
   const double connects = store_errors(gw, "connect");
@@ -617,7 +541,7 @@ categories:
     limits:
       ipv4_individual: { short: { rate: 1/m, burst: 100 } }
 )";
-  gateway gw(gateway_yaml(redis.port, "timeout: 1s, fail_mode: local", 1), policy, echo.port);
+  gateway gw(redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: local", 1), policy, echo.port);
   require_degraded(gw, 0);
   auto r = request(gw.port, get("/o"));
   CHECK(r.status == 200);
@@ -653,7 +577,7 @@ TEST_CASE("with fail_mode closed and redis away, each refused request is one clo
           "[redis][faults]") {
   redis_server redis;
   echo_server echo;
-  gateway gw(gateway_yaml(redis.port, "timeout: 20ms, fail_mode: closed"), wide_policy, echo.port);
+  gateway gw(redis_gateway_yaml(redis.port, "timeout: 20ms, fail_mode: closed"), wide_policy, echo.port);
   require_degraded(gw, 0);
   redis.stop();
   require_degraded(gw, 1, 5s);

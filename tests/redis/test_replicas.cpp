@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/integration/harness.hpp"
+#include "tests/redis/support.hpp"
 
 using namespace tollgate::test;
 using namespace std::chrono_literals;
@@ -29,88 +30,6 @@ using namespace std::chrono_literals;
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-/// A gateway file for one Redis at `redis_port`; `store` is what follows `type` and `address`
-/// in the store's mapping (timeout, fail_mode, ...); `routes` the routes (YAML), before the
-/// default route to category general.
-std::string gateway_yaml(std::uint16_t redis_port,
-                         const std::string& store = "timeout: 1s, fail_mode: closed",
-                         int workers = 2, const std::string& routes = "") {
-  return R"(
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: )" +
-         std::to_string(workers) +
-         R"(
-upstreams: { app: { endpoints: ["{echo}"] } }
-)" + routes +
-         R"(
-default_route: { category: general, upstream: app }
-policies: ["{policy}"]
-store: { type: redis, address: "127.0.0.1:)" +
-         std::to_string(redis_port) + "\", " + store + R"( }
-logging: { level: info, access_log: false }
-)";
-}
-
-/// A policy of one category, general, with `limits` (YAML lines, indented six spaces).
-std::string policy_yaml(const std::string& limits) {
-  return "categories:\n  general:\n    limits:\n" + limits;
-}
-
-/// Polls `done` every 20 ms until it holds or `limit` passes; whether it held.
-template <class F>
-bool eventually(F&& done, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = clock_type::now() + limit;
-  for (;;) {
-    if (done()) return true;
-    if (clock_type::now() >= deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-}
-
-double metric(const gateway& gw, const std::string& name) {
-  return sample(metrics_text(gw), name);
-}
-
-double decisions(const gateway& gw, const std::string& source) {
-  return metric(gw, "tollgate_store_decisions_total{source=\"" + source + "\"}");
-}
-
-double store_errors(const gateway& gw, const std::string& kind) {
-  return metric(gw, "tollgate_store_errors_total{kind=\"" + kind + "\"}");
-}
-
-/// Waits (bounded) until every worker of `gw` has its Redis link up.
-void require_store_ready(const gateway& gw) {
-  const bool ready = eventually([&] { return metric(gw, "tollgate_store_degraded") == 0; });
-  INFO(gw.process->output());
-  REQUIRE(ready);
-}
-
-/// Sets environment variables for as long as it lives (children started meanwhile inherit
-/// them), then puts back what was there.
-class scoped_env {
- public:
-  scoped_env(std::string name, const std::string& value) : name_(std::move(name)) {
-    if (const char* old = std::getenv(name_.c_str())) old_ = old, had_ = true;
-    setenv(name_.c_str(), value.c_str(), 1);
-  }
-  ~scoped_env() {
-    if (had_) {
-      setenv(name_.c_str(), old_.c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-
- private:
-  std::string name_;
-  std::string old_;
-  bool had_ = false;
-};
 
 /// A gateway started with `env` in its environment (and only its).
 std::unique_ptr<gateway> start_gateway(
@@ -239,10 +158,10 @@ TEST_CASE("two replicas sharing one redis admit exactly one burst per address be
   echo_server echo;
   // 1/m: nothing refills during the test.
   const auto policy = policy_yaml("      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n");
-  gateway a(gateway_yaml(redis.port), policy, echo.port);
-  gateway b(gateway_yaml(redis.port), policy, echo.port);
-  require_store_ready(a);
-  require_store_ready(b);
+  gateway a(redis_gateway_yaml(redis.port), policy, echo.port);
+  gateway b(redis_gateway_yaml(redis.port), policy, echo.port);
+  require_degraded(a, 0);
+  require_degraded(b, 0);
 
   std::vector<job> jobs;
   for (std::size_t i = 0; i < 32; ++i)
@@ -288,10 +207,10 @@ TEST_CASE("under concurrency on pipelined links every address gets exactly its o
   redis_server redis;
   echo_server echo;
   const auto policy = policy_yaml("      ipv4_individual: { short: { rate: 1/h, burst: 7 } }\n");
-  gateway a(gateway_yaml(redis.port), policy, echo.port);
-  gateway b(gateway_yaml(redis.port), policy, echo.port);
-  require_store_ready(a);
-  require_store_ready(b);
+  gateway a(redis_gateway_yaml(redis.port), policy, echo.port);
+  gateway b(redis_gateway_yaml(redis.port), policy, echo.port);
+  require_degraded(a, 0);
+  require_degraded(b, 0);
 
   // 20 addresses x 16 requests, interleaved, over both replicas and both workers of each: a
   // reply matched to the wrong call would show as a wrong count or remaining for an address.
@@ -332,10 +251,10 @@ TEST_CASE("the network level aggregates the addresses of a /24 across replicas",
   const auto policy = policy_yaml(
       "      ipv4_individual: { short: { rate: 1000/s, burst: 1000 } }\n"
       "      ipv4_network: { short: { rate: 1/m, burst: 6 } }\n");
-  gateway a(gateway_yaml(redis.port), policy, echo.port);
-  gateway b(gateway_yaml(redis.port), policy, echo.port);
-  require_store_ready(a);
-  require_store_ready(b);
+  gateway a(redis_gateway_yaml(redis.port), policy, echo.port);
+  gateway b(redis_gateway_yaml(redis.port), policy, echo.port);
+  require_degraded(a, 0);
+  require_degraded(b, 0);
 
   // Twelve addresses of 127.0.0.0/24, two requests each, spread over both replicas.
   std::vector<job> jobs;
@@ -375,13 +294,13 @@ TEST_CASE("replicas whose clocks differ by 14 s still admit one burst, with hone
   // T = 10 s, shorter than the clocks' difference: a limiter on the gateways' clocks would let
   // the replica ahead admit again at once, and tell the one behind to wait too long.
   const auto policy = policy_yaml("      ipv4_individual: { short: { rate: 6/m, burst: 5 } }\n");
-  auto ahead = start_gateway(gateway_yaml(redis.port), policy, echo.port,
+  auto ahead = start_gateway(redis_gateway_yaml(redis.port), policy, echo.port,
                              {{"TOLLGATE_TEST_CLOCK_OFFSET_MS", "7000"}});
-  auto behind = start_gateway(gateway_yaml(redis.port), policy, echo.port,
+  auto behind = start_gateway(redis_gateway_yaml(redis.port), policy, echo.port,
                               {{"TOLLGATE_TEST_CLOCK_OFFSET_MS", "-7000"}});
   REQUIRE(std::getenv("TOLLGATE_TEST_CLOCK_OFFSET_MS") == nullptr);
-  require_store_ready(*ahead);
-  require_store_ready(*behind);
+  require_degraded(*ahead, 0);
+  require_degraded(*behind, 0);
 
   const std::array<const gateway*, 2> gws = {ahead.get(), behind.get()};
   // Alternating, one at a time: the burst is admitted in order, whichever replica asks.
@@ -413,11 +332,11 @@ TEST_CASE("a header-keyed limit is shared by replicas that share the PoW secret"
       "      per_api_key: { key: { header: X-Api-Key }, short: { rate: 1/m, burst: 3 } }\n");
   const std::string secret = "replicas-share-this-secret-0123456789";
   auto a =
-      start_gateway(gateway_yaml(redis.port), policy, echo.port, {{"TOLLGATE_POW_SECRET", secret}});
+      start_gateway(redis_gateway_yaml(redis.port), policy, echo.port, {{"TOLLGATE_POW_SECRET", secret}});
   auto b =
-      start_gateway(gateway_yaml(redis.port), policy, echo.port, {{"TOLLGATE_POW_SECRET", secret}});
-  require_store_ready(*a);
-  require_store_ready(*b);
+      start_gateway(redis_gateway_yaml(redis.port), policy, echo.port, {{"TOLLGATE_POW_SECRET", secret}});
+  require_degraded(*a, 0);
+  require_degraded(*b, 0);
 
   // One key from eight addresses over both replicas: three pass in all.
   std::vector<job> jobs;
@@ -450,12 +369,12 @@ TEST_CASE("a header-keyed limit is shared by replicas that share the PoW secret"
   CHECK(found);
 
   // Replicas with different secrets hash the same value differently: each has its own bucket.
-  auto c = start_gateway(gateway_yaml(redis.port), policy, echo.port,
+  auto c = start_gateway(redis_gateway_yaml(redis.port), policy, echo.port,
                          {{"TOLLGATE_POW_SECRET", "one-secret-0123456789abcdef"}});
-  auto d = start_gateway(gateway_yaml(redis.port), policy, echo.port,
+  auto d = start_gateway(redis_gateway_yaml(redis.port), policy, echo.port,
                          {{"TOLLGATE_POW_SECRET", "another-secret-0123456789ab"}});
-  require_store_ready(*c);
-  require_store_ready(*d);
+  require_degraded(*c, 0);
+  require_degraded(*d, 0);
   int admitted_c = 0, admitted_d = 0;
   for (int i = 0; i < 4; ++i) {
     admitted_c += request(c->port, get("/k", "X-Api-Key: key-two\r\n")).status == 200;
@@ -495,11 +414,11 @@ categories:
       ipv4_individual: { short: { rate: 1/h, burst: 3 } }
       ipv4_network: { short: { rate: 1/h, burst: 2 }, shadow: true }
 )";
-  const auto yaml = gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed", 2, routes);
+  const auto yaml = redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed", 2, routes);
   gateway a(yaml, policy, echo.port);
   gateway b(yaml, policy, echo.port);
-  require_store_ready(a);
-  require_store_ready(b);
+  require_degraded(a, 0);
+  require_degraded(b, 0);
   const std::array<const gateway*, 2> gws = {&a, &b};
 
   SECTION("cost") {
@@ -576,11 +495,11 @@ TEST_CASE("redis keys carry the documented names and expire when their tat passe
   const auto policy = policy_yaml(
       "      ipv4_individual: { short: { rate: 1/s, burst: 2 } }\n"
       "      ipv4_network: { short: { rate: 2/s, burst: 20 } }\n");
-  gateway a(gateway_yaml(redis.port), policy, echo.port);
-  gateway custom(gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed, key_prefix: \"app7:\""),
+  gateway a(redis_gateway_yaml(redis.port), policy, echo.port);
+  gateway custom(redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed, key_prefix: \"app7:\""),
                  policy, echo.port);
-  require_store_ready(a);
-  require_store_ready(custom);
+  require_degraded(a, 0);
+  require_degraded(custom, 0);
   REQUIRE(redis.cli({"DBSIZE"}) == "0");
 
   for (const std::string source : {"127.0.0.1", "127.0.0.2", "127.0.0.3"}) {
@@ -635,9 +554,9 @@ TEST_CASE(
   echo_server echo;
   const auto v1 = policy_yaml("      ipv4_individual: { short: { rate: 1/m, burst: 2 } }\n");
   const auto v2 = policy_yaml("      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n");
-  const auto yaml = gateway_yaml(redis.port);
+  const auto yaml = redis_gateway_yaml(redis.port);
   gateway gw(yaml, v1, echo.port);
-  require_store_ready(gw);
+  require_degraded(gw, 0);
 
   CHECK(request(gw.port, get("/a"), "127.0.0.2").status == 200);
   CHECK(request(gw.port, get("/a"), "127.0.0.2").status == 200);
@@ -660,7 +579,7 @@ TEST_CASE(
 
   // A new key_prefix is restart-only: it is named, and the running one stays.
   const auto before = gw.process->output().size();
-  line = gw.reload(gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed, key_prefix: \"new:\""),
+  line = gw.reload(redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed, key_prefix: \"new:\""),
                    v2);
   if (line.find("in force") == std::string::npos) gw.process->wait_for_line("in force");
   const std::string log = gw.process->output().substr(before);
@@ -686,12 +605,12 @@ TEST_CASE(
   redis_server redis({"--requirepass", "s3cret"});
   echo_server echo;
   const auto policy = policy_yaml("      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n");
-  const auto yaml = gateway_yaml(
+  const auto yaml = redis_gateway_yaml(
       redis.port, "timeout: 1s, fail_mode: closed, password_env: TOLLGATE_TEST_REDIS_PASSWORD");
 
   {
     auto gw = start_gateway(yaml, policy, echo.port, {{"TOLLGATE_TEST_REDIS_PASSWORD", "s3cret"}});
-    require_store_ready(*gw);
+    require_degraded(*gw, 0);
     const auto r = request(gw->port, get("/p"));
     CHECK(r.status == 200);
     CHECK(r.header("x-ratelimit-remaining") == "4");
@@ -725,11 +644,11 @@ TEST_CASE(
     // An ACL user of its own: AUTH with username and password.
     CHECK(redis.cli({"ACL", "SETUSER", "tollgate", "on", ">user-pass-7", "~*", "+@all"}) == "OK");
     auto gw = start_gateway(
-        gateway_yaml(redis.port,
+        redis_gateway_yaml(redis.port,
                      "timeout: 1s, fail_mode: closed, username: tollgate, password_env: "
                      "TOLLGATE_TEST_REDIS_PASSWORD"),
         policy, echo.port, {{"TOLLGATE_TEST_REDIS_PASSWORD", "user-pass-7"}});
-    require_store_ready(*gw);
+    require_degraded(*gw, 0);
     const auto r = request(gw->port, get("/p"));
     CHECK(r.status == 200);
     CHECK(r.header("x-ratelimit-remaining") == "3");
@@ -777,13 +696,13 @@ TEST_CASE(
   echo_server echo;
   const auto policy = policy_yaml("      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n");
   const auto tls_yaml = [&](const std::string& ca, const std::string& server_name) {
-    return gateway_yaml(tls_port, "timeout: 1s, fail_mode: closed, tls: { ca: " + dir.file(ca) +
+    return redis_gateway_yaml(tls_port, "timeout: 1s, fail_mode: closed, tls: { ca: " + dir.file(ca) +
                                       ", server_name: " + server_name + " }");
   };
 
   {
     gateway gw(tls_yaml("good-ca.pem", "redis.test"), policy, echo.port);
-    require_store_ready(gw);
+    require_degraded(gw, 0);
     const auto r = request(gw.port, get("/t"));
     CHECK(r.status == 200);
     CHECK(r.header("x-ratelimit-remaining") == "4");
@@ -813,13 +732,13 @@ TEST_CASE(
                        dir.file("server.pem"), "--tls-key-file", dir.file("server.key"),
                        "--tls-ca-cert-file", dir.file("good-ca.pem"), "--tls-auth-clients", "yes"});
   {
-    gateway gw(gateway_yaml(
+    gateway gw(redis_gateway_yaml(
                    mutual_port,
                    "timeout: 1s, fail_mode: closed, tls: { ca: " + dir.file("good-ca.pem") +
                        ", certificate: " + dir.file("client.pem") +
                        ", private_key: " + dir.file("client.key") + ", server_name: redis.test }"),
                policy, echo.port);
-    require_store_ready(gw);
+    require_degraded(gw, 0);
     CHECK(request(gw.port, get("/t")).status == 200);
     CHECK(decisions(gw, "redis") == 1);
     CHECK(mutual.cli({"DBSIZE"}) == "1");
@@ -827,7 +746,7 @@ TEST_CASE(
   {
     // Without one, Redis ends the handshake.
     gateway gw(
-        gateway_yaml(mutual_port, "timeout: 1s, fail_mode: closed, tls: { ca: " +
+        redis_gateway_yaml(mutual_port, "timeout: 1s, fail_mode: closed, tls: { ca: " +
                                       dir.file("good-ca.pem") + ", server_name: redis.test }"),
         policy, echo.port);
     const std::string line = gw.process->wait_for_line("cannot use redis");

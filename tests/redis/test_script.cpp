@@ -20,7 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "../integration/harness.hpp"
+#include "tests/integration/harness.hpp"
+#include "tests/redis/support.hpp"
 #include "../unit/support.hpp"
 #include "gateway/limit/headers.hpp"
 #include "gateway/limit/memory_store.hpp"
@@ -528,11 +529,7 @@ TEST_CASE("the keys of 100 000 addresses expire once their tats pass", "[redis][
              "      ipv4_individual: { short: { rate: 12/m, burst: 1 } }\n"
              "      ipv4_network: { short: { rate: 100000/s, burst: 1000 } }\n",
              echo.port);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (sample(metrics_text(gw), "tollgate_store_degraded") != 0) {
-    REQUIRE(std::chrono::steady_clock::now() < until);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  require_degraded(gw, 0);
   // 100 connections of 1 000 pipelined requests, each from its own address in 10.0.0.0/8
   // (X-Forwarded-For from the trusted loopback): 100 000 /32 keys and 391 /24 keys.
   constexpr int connections = 100, per_connection = 1000;
