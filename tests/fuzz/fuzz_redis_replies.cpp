@@ -94,7 +94,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       (void)redis::error_kind(text);
     }
-    freeReplyObject(p);
   }
   return 0;
 }
