@@ -214,3 +214,45 @@ TEST_CASE("a resharding's MOVED is followed to the node that now serves the slot
   CHECK(sample(metrics, "tollgate_store_decisions_total{source=\"closed\"}") == 0);
   CHECK(statuses(gw, src, 3) == std::vector<int>{200, 200, 429});
 }
+
+TEST_CASE("a slot being migrated answers ASK, followed with ASKING to the importing node",
+          "[redis][cluster]") {
+  cluster3 cl;
+  echo_server echo;
+  gateway gw(gateway_yaml(cl.a.port),
+             "categories:\n"
+             "  general:\n"
+             "    limits:\n"
+             "      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n"
+             "  capped:\n"
+             "    limits:\n"
+             "      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n",
+             echo.port);
+  require_degraded(gw, 0);
+  // An address whose keys hash to a slot of node a, no key of it there yet; the slot is then
+  // put in migration from a to b (as redis-cli --cluster reshard does before moving keys).
+  const std::string src = network_where([](std::uint16_t s) { return s > 100 && s <= 5460; });
+  const std::string net = src.substr(0, src.size() - 1) + "0/24";
+  const std::uint16_t slot = redis::key_slot("{tg:" + net + "}");
+  CAPTURE(src, slot);
+  const std::string a_id = cl.a.cli({"cluster", "myid"});
+  const std::string b_id = cl.b.cli({"cluster", "myid"});
+  REQUIRE(cl.b.cli({"cluster", "setslot", std::to_string(slot), "importing", a_id}) == "OK");
+  REQUIRE(cl.a.cli({"cluster", "setslot", std::to_string(slot), "migrating", b_id}) == "OK");
+
+  // Node a no longer has the request's keys and answers ASK: the gateway asks b, with ASKING,
+  // and b decides and stores them; the slot map is left as it was.
+  const auto r = request(gw.port, get("/x"), src);
+  CHECK(r.status == 200);
+  CHECK(r.header("x-ratelimit-remaining") == "4");
+  CHECK(cl.b.cli({"cluster", "countkeysinslot", std::to_string(slot)}) == "1");
+  CHECK(cl.a.cli({"cluster", "countkeysinslot", std::to_string(slot)}) == "0");
+  const std::string metrics = metrics_text(gw);
+  CHECK(sample(metrics, "tollgate_store_errors_total{kind=\"redirect\"}") >= 1);
+  CHECK(sample(metrics, "tollgate_store_decisions_total{source=\"closed\"}") == 0);
+  // The next request is asked of a again (ASK does not move the slot) and follows again; the
+  // count goes on in b.
+  const auto r2 = request(gw.port, get("/x"), src);
+  CHECK(r2.status == 200);
+  CHECK(r2.header("x-ratelimit-remaining") == "3");
+}
