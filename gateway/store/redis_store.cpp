@@ -10,6 +10,7 @@
 #include <boost/asio/prefer.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 #include "gateway/store/over_limit_cache.hpp"
@@ -84,6 +85,25 @@ struct batch_decision {
   std::vector<redis::pending_call> items;
 };
 
+/// Runs `on_shutdown` when its io_context shuts down, before the io_context is gone: what a
+/// worker holds outside its io_context's handlers (decisions waiting for the next batch, whose
+/// handlers own session frames) is let go then, as Asio lets go of its own pending handlers.
+class shutdown_hook final : public boost::asio::execution_context::service {
+ public:
+  using key_type = shutdown_hook;
+  static boost::asio::execution_context::id id;
+  explicit shutdown_hook(boost::asio::execution_context& c)
+      : boost::asio::execution_context::service(c) {}
+  std::vector<std::function<void()>> on_shutdown;  ///< one per store side attached here
+
+ private:
+  void shutdown() override {
+    for (auto& f : on_shutdown) f();
+    on_shutdown.clear();
+  }
+};
+boost::asio::execution_context::id shutdown_hook::id;
+
 }  // namespace
 
 /// One worker's connections to Redis (one per server, or per Cluster primary), the Cluster's
@@ -98,6 +118,10 @@ class redis_store::worker_side final {
 
   void attach(boost::asio::io_context& io) {
     io_ = &io;
+    boost::asio::use_service<shutdown_hook>(io).on_shutdown.emplace_back([this] {
+      std::vector<redis::pending_call> dropped;
+      dropped.swap(waiting_);
+    });
     for (auto& n : nodes_) connect(*n);
   }
 
