@@ -261,6 +261,27 @@ def ws_frames():
         write("fuzz_ws_frames", name, bytes([options, seed]) + data)
 
 
+def redis_replies():
+    """fuzz_redis_replies: the first byte says where the input is split in two feeds; then what
+    Redis sends the store: a script reply (v4: now, verdict, one element per tier, text past
+    2^53 ns), a CLUSTER SLOTS map, redirections and errors, nested nils."""
+    seeds = {
+        "script_admitted": b"\x08*8\r\n:1700000000\r\n:5000\r\n:1\r\n:100000000\r\n"
+                           b":36000000000\r\n:1000000000\r\n:-8571428572\r\n"
+                           b"$21\r\n1:3000000000:12345678\r\n",
+        "cluster_slots": b"\x05*3\r\n*3\r\n:0\r\n:5460\r\n*3\r\n$9\r\n127.0.0.1\r\n:7101\r\n"
+                         b"$40\r\n" + b"a" * 40 + b"\r\n"
+                         b"*4\r\n:5461\r\n:10922\r\n*3\r\n$0\r\n\r\n:7102\r\n$1\r\nb\r\n"
+                         b"*3\r\n$9\r\n127.0.0.1\r\n:7202\r\n$1\r\nr\r\n"
+                         b"*3\r\n:10923\r\n:16383\r\n*2\r\n$3\r\n::1\r\n:7103\r\n",
+        "redirects": b"\x03-MOVED 3999 127.0.0.1:6381\r\n-ASK 12 [::1]:7000\r\n"
+                     b"-NOSCRIPT No matching script.\r\n+OK\r\n",
+        "nested_nil": b"\x00*2\r\n*-1\r\n$-1\r\n",
+    }
+    for name, data in seeds.items():
+        write("fuzz_redis_replies", name, data)
+
+
 if __name__ == "__main__":
     router()
     proxy_header()
@@ -269,3 +290,4 @@ if __name__ == "__main__":
     config()
     http_heads()
     ws_frames()
+    redis_replies()
