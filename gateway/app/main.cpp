@@ -332,9 +332,8 @@ int run(const std::string& path) {
               if (redis->on_failure() == store::fail_mode::closed) {
                 return {false, "store degraded: redis unreachable, fail_mode closed"};
               }
-              return {true, std::string("ready (store degraded: redis unreachable, fail_mode ") +
-                                (redis->on_failure() == store::fail_mode::local ? "local" : "open") +
-                                ")"};
+              return {true, "ready (store degraded: redis unreachable, fail_mode " +
+                                std::string(store::fail_mode_name(redis->on_failure())) + ")"};
             },
             [&](std::string_view method, std::string_view path) {
               return app::admin_api(pow_state, store, clock, current).handle(method, path);

@@ -614,7 +614,7 @@ class redis_store::worker_side final {
     } else {
       counters.errors[static_cast<std::size_t>(store_error::connect)].add();
       spdlog::warn("store: worker {} cannot use redis ({}); fail_mode {} decides until it can",
-                   index_, why, mode_name());
+                   index_, why, fail_mode_name(store_.o_.on_failure));
       // A node gone may mean a failover: ask another node where the slots are now.
       if (cluster()) refresh_slot_map();
     }
@@ -696,17 +696,7 @@ class redis_store::worker_side final {
     spdlog::error("store: redis answered a decision with an error: {}", text);
   }
 
-  std::string_view mode_name() const {
-    switch (store_.o_.on_failure) {
-      case fail_mode::local:
-        return "local";
-      case fail_mode::open:
-        return "open";
-      case fail_mode::closed:
-        return "closed";
-    }
-    return "";
-  }
+
 
   redis_store& store_;
   std::uint32_t index_;

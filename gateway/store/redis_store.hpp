@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gateway/metrics/counters.hpp"
@@ -22,6 +23,12 @@ namespace tollgate::store {
 
 /// What `fail_mode` does while Redis cannot answer.
 enum class fail_mode : std::uint8_t { local, open, closed };
+
+/// Its configuration name ("local", "open", "closed").
+constexpr std::string_view fail_mode_name(fail_mode m) noexcept {
+  constexpr std::string_view names[] = {"local", "open", "closed"};
+  return names[static_cast<std::size_t>(m)];
+}
 
 /// The Redis store's settings (from config::store_config).
 struct redis_options {

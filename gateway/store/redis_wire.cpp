@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gateway/core/address.hpp"
+#include "gateway/core/text.hpp"
 
 namespace tollgate::store::redis {
 
@@ -208,15 +209,9 @@ std::string sha1_hex(std::string_view s) {
   return out;
 }
 
-void append_uint(std::string& out, std::uint64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-
 void append_ipv4(std::string& out, std::uint32_t a) {
   for (int i = 3; i >= 0; --i) {
-    append_uint(out, (a >> (8 * i)) & 0xff);
+    core::append_decimal(out, (a >> (8 * i)) & 0xff);
     if (i != 0) out += '.';
   }
 }
@@ -391,11 +386,16 @@ std::uint16_t key_slot(std::string_view key) noexcept {
   return crc16(key) & 16383;
 }
 
+namespace {
+
+/// The request's coarse network as the hash tag's text ("198.51.100.0/24", "2001:db8::/48").
 void append_network(std::string& out, const limit::limit_request& req) {
   append_address(out, req.v6, req.network);
   out += '/';
-  append_uint(out, req.network_bits);
+  core::append_decimal(out, req.network_bits);
 }
+
+}  // namespace
 
 void append_key(std::string& out, std::string_view prefix, const limit::limit_request& req,
                 std::uint8_t g) {
@@ -437,9 +437,7 @@ class args_writer {
   std::string& text() { return out_.storage; }
   void end_arg() { ends_.push_back(out_.storage.size()); }
   void number(std::int64_t v) {
-    char buf[24];
-    const auto r = std::to_chars(buf, buf + sizeof buf, v);
-    out_.storage.append(buf, r.ptr);
+    core::append_decimal(out_.storage, v);
     end_arg();
   }
   void finish() {
@@ -614,11 +612,9 @@ bool append_command(std::string& out, const command_args& args) {
   std::size_t total = 16;
   for (int i = 0; i < args.count; ++i) total += args.lengths[i] + 24;
   out.reserve(out.size() + total);
-  char buf[24];
   auto number = [&](char lead, std::size_t v) {
     out += lead;
-    const auto r = std::to_chars(buf, buf + sizeof buf, v);
-    out.append(buf, r.ptr);
+    core::append_decimal(out, static_cast<std::int64_t>(v));
     out += "\r\n";
   };
   number('*', static_cast<std::size_t>(args.count));

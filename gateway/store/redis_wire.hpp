@@ -58,9 +58,6 @@ std::uint16_t crc16(std::string_view s) noexcept;
 void append_key(std::string& out, std::string_view prefix, const limit::limit_request& req,
                 std::uint8_t g);
 
-/// The request's coarse network as the hash tag's text ("198.51.100.0/24", "2001:db8::/48").
-void append_network(std::string& out, const limit::limit_request& req);
-
 /// hiredis's RESP reader with bounds (hiredis 0.14 allocates an array's element pointers when
 /// its header arrives: a reply of "*2000000000" would ask for 16 GB): an array may declare at
 /// most 65 536 elements, and one reply at most 262 144 in all; past either the reader fails
