@@ -62,6 +62,16 @@ std::string network_where(bool (*want)(std::uint16_t), int skip = 0) {
   return "";
 }
 
+/// Both routed categories: 5 per address, 1/m.
+const std::string five_a_minute =
+    "categories:\n"
+    "  general:\n"
+    "    limits:\n"
+    "      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n"
+    "  capped:\n"
+    "    limits:\n"
+    "      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n";
+
 std::string gateway_yaml(std::uint16_t seed) {
   return "listeners: [{ name: public, address: 127.0.0.1, port: 0 }]\n"
          "admin: { address: 127.0.0.1, port: 0 }\n"
@@ -177,13 +187,7 @@ TEST_CASE("a resharding's MOVED is followed to the node that now serves the slot
   cluster3 cl;
   echo_server echo;
   gateway gw(gateway_yaml(cl.c.port),
-             "categories:\n"
-             "  general:\n"
-             "    limits:\n"
-             "      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n"
-             "  capped:\n"
-             "    limits:\n"
-             "      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n",
+             five_a_minute,
              echo.port);
   require_degraded(gw, 0);  // every worker has the slot map and its nodes
   // redis-cli --cluster reshard moves the lowest slots of the source first: an address whose
@@ -220,13 +224,7 @@ TEST_CASE("a slot being migrated answers ASK, followed with ASKING to the import
   cluster3 cl;
   echo_server echo;
   gateway gw(gateway_yaml(cl.a.port),
-             "categories:\n"
-             "  general:\n"
-             "    limits:\n"
-             "      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n"
-             "  capped:\n"
-             "    limits:\n"
-             "      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n",
+             five_a_minute,
              echo.port);
   require_degraded(gw, 0);
   // An address whose keys hash to a slot of node a, no key of it there yet; the slot is then

@@ -27,12 +27,7 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 /// Wide enough that the load never meets it.
-const std::string wide_policy = R"(
-categories:
-  general:
-    limits:
-      ipv4_individual: { short: { rate: 100000/s, burst: 100000 } }
-)";
+const std::string wide_policy = policy_yaml("      ipv4_individual: { short: { rate: 100000/s, burst: 100000 } }\n");
 
 /// Whether `r` carries any rate-limit header.
 bool has_rate_limit_headers(const response& r) {
@@ -394,12 +389,7 @@ TEST_CASE("a flood from a key over its limit is answered by the over-limit cache
           "[redis][faults]") {
   redis_server redis;
   echo_server echo;
-  const std::string policy = R"(
-categories:
-  general:
-    limits:
-      ipv4_individual: { short: { rate: 1/m, burst: 2 } }
-)";
+  const std::string policy = policy_yaml("      ipv4_individual: { short: { rate: 1/m, burst: 2 } }\n");
   gateway gw(redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed"), policy, echo.port);
   require_degraded(gw, 0);
   CHECK(request(gw.port, get("/f")).status == 200);
@@ -443,12 +433,7 @@ TEST_CASE(
   redis_server redis;
   echo_server echo;
   // T = 500 ms, burst 1: one request, then refusals for half a second.
-  const std::string policy = R"(
-categories:
-  general:
-    limits:
-      ipv4_individual: { short: { rate: 2/s, burst: 1 } }
-)";
+  const std::string policy = policy_yaml("      ipv4_individual: { short: { rate: 2/s, burst: 1 } }\n");
   std::unique_ptr<gateway> gw;
   {
     const scoped_env behind("TOLLGATE_TEST_CLOCK_OFFSET_MS", "-7000");
@@ -535,12 +520,7 @@ TEST_CASE(
   redis_server redis;
   echo_server echo;
   // 1/m: the key stays (expiring a minute after each request) for the test to read.
-  const std::string policy = R"(
-categories:
-  general:
-    limits:
-      ipv4_individual: { short: { rate: 1/m, burst: 100 } }
-)";
+  const std::string policy = policy_yaml("      ipv4_individual: { short: { rate: 1/m, burst: 100 } }\n");
   gateway gw(redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: local", 1), policy, echo.port);
   require_degraded(gw, 0);
   auto r = request(gw.port, get("/o"));
