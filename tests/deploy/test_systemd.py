@@ -1,0 +1,147 @@
+"""deploy/systemd/tollgate.service: the directives issue 12 asks for, sized against the
+gateway files of the repository (LimitNOFILE for max_connections, TimeoutStopSec for the
+shutdown delay and drain), then `systemd-analyze verify` and `systemd-analyze security` on a
+copy whose ExecStart is the built binary (verify wants an executable there).
+
+    /usr/bin/python3 tests/deploy/test_systemd.py BUILD_DIR          # the directives
+    /usr/bin/python3 tests/deploy/test_systemd.py BUILD_DIR verify   # systemd-analyze; exit 77 without it
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import yaml
+
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+UNIT = os.path.join(REPO, "deploy", "systemd", "tollgate.service")
+BUILD_DIR = os.path.join(REPO, "build")
+SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
+# systemd-analyze security's exposure, in tenths (0 best, 100 worst): the unit scores 1.7.
+MAX_EXPOSURE = 20
+
+
+def unit():
+    """{(section, key): [values]} of the unit (a key may repeat)."""
+    out, section = {}, None
+    with open(UNIT) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith(("#", ";")):
+                continue
+            if line.startswith("["):
+                section = line.strip("[]")
+                continue
+            key, _, value = line.partition("=")
+            out.setdefault((section, key.strip()), []).append(value.strip())
+    return out
+
+
+def seconds(text):
+    units = {"ms": 0.001, "s": 1, "min": 60, "m": 60, "h": 3600}
+    return sum(float(n) * units[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h)", text))
+
+
+def gateway_files():
+    """The repository's gateway files: the default, compose's and the Kubernetes ConfigMap's."""
+    with open(os.path.join(REPO, "config", "gateway.yaml")) as f:
+        yield yaml.safe_load(f)
+    with open(os.path.join(REPO, "deploy", "compose", "gateway.yaml")) as f:
+        yield yaml.safe_load(f)
+    with open(os.path.join(REPO, "deploy", "kubernetes", "configmap.yaml")) as f:
+        yield yaml.safe_load(yaml.safe_load(f)["data"]["gateway.yaml"])
+
+
+class Directives(unittest.TestCase):
+    def setUp(self):
+        self.u = unit()
+
+    def one(self, key, section="Service"):
+        values = self.u.get((section, key))
+        self.assertIsNotNone(values, f"no {key}= in [{section}]")
+        self.assertEqual(len(values), 1, key)
+        return values[0]
+
+    def test_start_and_reload(self):
+        self.assertRegex(self.one("ExecStart"), r"^/usr/local/bin/tollgate --config /etc/tollgate/gateway.yaml$")
+        self.assertEqual(self.one("ExecReload"), "/bin/kill -HUP $MAINPID")
+        self.assertEqual(self.one("Restart"), "on-failure")
+        self.assertEqual(self.one("KillSignal"), "SIGTERM")
+        self.assertEqual(self.one("EnvironmentFile").lstrip("-"), "/etc/tollgate/tollgate.env")
+        self.assertEqual(self.one("WantedBy", "Install"), "multi-user.target")
+
+    def test_sandbox(self):
+        expected = {"DynamicUser": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
+                    "PrivateTmp": "yes", "NoNewPrivileges": "yes",
+                    "CapabilityBoundingSet": "CAP_NET_BIND_SERVICE",
+                    "AmbientCapabilities": "CAP_NET_BIND_SERVICE"}
+        self.assertEqual({k: self.one(k) for k in expected}, expected)
+
+    def test_file_limit_covers_client_and_upstream_connections(self):
+        need = max(2 * g["limits"]["max_connections"] for g in gateway_files())
+        self.assertGreaterEqual(int(self.one("LimitNOFILE")), need + 100)
+
+    def test_stop_timeout_covers_delay_and_drain(self):
+        longest = 0
+        for g in gateway_files():
+            s = g.get("shutdown")
+            if s:
+                longest = max(longest, seconds(s["delay"]) + seconds(s["drain_timeout"]))
+        self.assertGreater(longest, 0, "no gateway file says shutdown: delay and drain_timeout")
+        self.assertGreater(seconds(self.one("TimeoutStopSec")), longest)
+
+    def test_the_log_directory_is_the_writable_place(self):
+        # ProtectSystem=strict: a file access log can only go to LogsDirectory.
+        self.assertEqual(self.one("LogsDirectory"), "tollgate")
+
+
+class Analyze(unittest.TestCase):
+    """systemd-analyze on a copy of the unit whose binary is the built one."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="tollgate-systemd-")
+        tollgate = os.path.join(BUILD_DIR, "tollgate")
+        assert os.access(tollgate, os.X_OK), f"{tollgate} is not built"
+        with open(UNIT) as f:
+            text = f.read().replace("/usr/local/bin/tollgate", os.path.abspath(tollgate))
+        cls.path = os.path.join(cls.tmp, "tollgate.service")
+        with open(cls.path, "w") as f:
+            f.write(text)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def analyze(self, *args):
+        return subprocess.run([SYSTEMD_ANALYZE, *args], capture_output=True, text=True, timeout=60,
+                              cwd=self.tmp)
+
+    def test_verify(self):
+        r = self.analyze("verify", self.path)
+        # verify exits 0 on an unknown key or a value it cannot parse, but says so: any word
+        # from it is a finding.
+        self.assertEqual((r.returncode, r.stdout + r.stderr), (0, ""))
+
+    def test_security_exposure(self):
+        r = self.analyze("security", "--offline=yes", f"--threshold={MAX_EXPOSURE}", self.path)
+        self.assertEqual(r.returncode, 0, r.stdout[-600:] + r.stderr)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args and os.path.isdir(args[0]):
+        BUILD_DIR = args.pop(0)
+    BUILD_DIR = os.environ.get("TOLLGATE_BUILD_DIR", BUILD_DIR)
+    if args == ["verify"]:
+        if not SYSTEMD_ANALYZE:
+            print("systemd-analyze not found (Debian package systemd): the unit is not verified")
+            sys.exit(77)
+        args = ["Analyze"]
+    else:
+        args = args or ["Directives"]
+    unittest.main(argv=[sys.argv[0]] + args, verbosity=2)
