@@ -1,15 +1,23 @@
 // tollgate: the command line of DESIGN §2, start-up, signals and reload.
 
+#include <pthread.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "gateway/app/admin_api.hpp"
+#include "gateway/app/logging.hpp"
 #include "gateway/config/error.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/config/reload_diff.hpp"
@@ -196,6 +204,32 @@ int solve(const char* challenge, const char* bits_text) {
   return 0;
 }
 
+/// The label sets of the configuration in force: its categories and their limits, its
+/// upstreams and the health of their endpoints.
+void describe_in_force(const net::snapshot& s, metrics::scrape_values& values) {
+  values.categories = s.category_metric;
+  values.category_limits = s.limit_metric;
+  values.upstreams = s.upstream_metric;
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+  for (std::size_t u = 0; u < s.config.upstreams.size(); ++u) {
+    const auto& up = s.config.upstreams[u];
+    for (std::size_t e = 0; e < up.endpoints.size(); ++e) {
+      const auto& ep = up.endpoints[e];
+      const bool ejected = s.ejected_until[u][e].load(std::memory_order_relaxed) > now;
+      const std::string host = ep.host.find(':') != std::string::npos ? "[" + ep.host + "]" : ep.host;
+      values.endpoints.push_back({up.name, host + ":" + std::to_string(ep.port), !ejected});
+    }
+  }
+}
+
+/// Seconds since 1970, now.
+double unix_seconds_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 /// What a reload needs of the running process.
 struct reload_context {
   const std::string& path;                        ///< the gateway file
@@ -204,6 +238,7 @@ struct reload_context {
   policy::pow_state& pow;                         ///< process-wide PoW state
   net::server& server;                            ///< where the new snapshot goes
   std::shared_ptr<const net::snapshot>& current;  ///< the snapshot in force; replaced
+  core::log_file& access_log;                     ///< reopened, or pointed elsewhere
 };
 
 /// Re-reads the configuration and puts it in force for requests that start afterwards. Each
@@ -217,6 +252,9 @@ void reload(const reload_context& r) {
     const auto restart_only = config::restart_only_changes(running, loaded);
     auto next = std::make_shared<const net::snapshot>(
         config::keep_restart_only(running, std::move(loaded)), r.identity_key, r.metrics, r.pow);
+    // The access log is (re)opened before anything changes: a file that cannot be opened
+    // fails the reload. Reopened even when unchanged, for logrotate.
+    app::open_access_log(r.access_log, next->config.logging);
     for (const auto& key : restart_only) {
       spdlog::warn("reload: {} changed; takes effect at restart", key);
     }
@@ -227,18 +265,49 @@ void reload(const reload_context& r) {
     // that line written at the new level when it is above info, so that it is still seen.
     const auto level = spdlog::level::from_str(r.current->config.logging.level);
     spdlog::set_level(level);
+    app::set_log_format(r.current->config.logging.format);
     r.metrics.reloads_ok.fetch_add(1);
+    r.metrics.last_reload_ok.store(true);
+    r.metrics.last_reload_success.store(unix_seconds_now());
     spdlog::log(std::max(level, spdlog::level::info), "reload: configuration from {} in force",
                 r.path);
   } catch (const std::exception& e) {
     // config::error is what a bad file gives; catching every std::exception is the last line
     // of defence: a reload must never end the process that is serving.
     r.metrics.reloads_failed.fetch_add(1);
+    r.metrics.last_reload_ok.store(false);
     spdlog::error("reload failed, the running configuration stays: {}", e.what());
   }
 }
 
+/// The threads `workers: auto` means: the CPUs this process may run on (its affinity mask),
+/// fewer when a cgroup's CPU quota (cpu.max: containers, Kubernetes limits) allows less.
+unsigned auto_workers() {
+  unsigned n = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) n = std::max(1, CPU_COUNT(&set));
+  // cgroup v2: "QUOTA PERIOD" or "max PERIOD".
+  if (std::ifstream f("/sys/fs/cgroup/cpu.max"); f) {
+    std::string quota;
+    double period = 0;
+    if (f >> quota >> period && quota != "max" && period > 0) {
+      const double cpus = std::ceil(std::stod(quota) / period);
+      if (cpus >= 1 && cpus < n) n = static_cast<unsigned>(cpus);
+    }
+  }
+  return n;
+}
+
 int run(const std::string& path) {
+  // Signals that must not end the process before their handlers exist (a SIGHUP sent by
+  // `systemctl reload` just after the start): blocked until the signal_set below is made,
+  // then delivered to it. Blocked before any thread starts, so that none takes them.
+  sigset_t early;
+  sigemptyset(&early);
+  sigaddset(&early, SIGHUP);
+  sigaddset(&early, SIGUSR1);
+  ::pthread_sigmask(SIG_BLOCK, &early, nullptr);
   spdlog::flush_on(spdlog::level::info);
   config::gateway_config cfg;
   try {
@@ -248,8 +317,15 @@ int run(const std::string& path) {
     return 1;
   }
   spdlog::set_level(spdlog::level::from_str(cfg.logging.level));
-  const unsigned workers =
-      cfg.workers != 0 ? cfg.workers : std::max(1u, std::thread::hardware_concurrency());
+  app::set_log_format(cfg.logging.format);
+  core::log_file access_log;
+  try {
+    app::open_access_log(access_log, cfg.logging);
+  } catch (const std::exception& e) {
+    spdlog::critical("{}: logging.access_log: {}", cfg.file, e.what());
+    return 1;
+  }
+  const unsigned workers = cfg.workers != 0 ? cfg.workers : auto_workers();
   std::unique_ptr<store::decision_store> store_owner;
   try {
     store_owner = make_store(cfg.store, workers);
@@ -276,7 +352,9 @@ int run(const std::string& path) {
   const core::siphash_key identity_key = identity_key_for(cfg, secret, secret_given);
   policy::pow_state pow_state(secret, cfg.pow, cfg.policy.pow_counters);
   net::shared_state shared{store, clock, pow_state};
+  shared.access_log = &access_log;
   metrics::registry metrics;
+  metrics.last_reload_success.store(unix_seconds_now());
 
   std::shared_ptr<const net::snapshot> current;
   try {
@@ -290,6 +368,8 @@ int run(const std::string& path) {
   // SIGHUP sent as soon as the listeners are announced reloads rather than kills.
   asio::io_context control;
   asio::signal_set signals(control, SIGINT, SIGTERM, SIGHUP);
+  signals.add(SIGUSR1);
+  ::pthread_sigmask(SIG_UNBLOCK, &early, nullptr);
   log_summary(current->config, workers);
   net::server server(current, shared, workers, metrics);
   try {
@@ -315,7 +395,17 @@ int run(const std::string& path) {
               metrics::scrape_values values;
               for (const auto& t : store.tracked()) {
                 values.tracked_keys.emplace_back(t.name, static_cast<double>(t.entries));
+                values.tables.push_back({"limiter_" + t.name, static_cast<double>(t.entries),
+                                         static_cast<double>(t.capacity),
+                                         static_cast<double>(t.evictions)});
               }
+              pow_state.violations().for_each_table(
+                  [&](std::string_view name, std::size_t n, std::size_t cap, std::uint64_t ev) {
+                    values.tables.push_back({std::string(name), static_cast<double>(n),
+                                             static_cast<double>(cap), static_cast<double>(ev)});
+                  });
+              describe_in_force(*current, values);
+              values.version = std::string(version);
               values.active_bans =
                   static_cast<double>(pow_state.violations().bans(clock.now()).size());
               if (redis != nullptr) {
@@ -348,23 +438,54 @@ int run(const std::string& path) {
   admin->start();
   server.start();
 
-  // SIGHUP reloads, SIGINT/SIGTERM drain and exit.
+  // SIGTERM/SIGINT: /readyz says 503 at once, serving goes on for shutdown.delay (balancers
+  // notice), then the listeners close and requests in flight have shutdown.drain_timeout. The
+  // admin listener answers until the end. A second signal skips what is left of the delay.
+  asio::steady_timer delay(control);
+  std::thread stopper;
+  auto stop_serving = [&] {
+    if (stopper.joinable()) return;
+    const auto drain = current->config.shutdown.drain_timeout;
+    spdlog::info("closing the listeners; requests in flight have {} ms",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(drain).count());
+    // server.stop() waits for the workers: on its own thread, so that the admin listener (on
+    // this one) still answers meanwhile.
+    stopper = std::thread([&, drain] {
+      server.stop(drain);
+      asio::post(control, [&] {
+        admin->stop();
+        control.stop();
+      });
+    });
+  };
+  // SIGHUP reloads, SIGUSR1 reopens the access log (logrotate).
   std::function<void(const boost::system::error_code&, int)> on_signal =
       [&](const boost::system::error_code& ec, int signo) {
         if (ec) return;
-        if (signo != SIGHUP) {
-          spdlog::info("signal {}: draining", signo);
+        if (signo == SIGHUP) {
+          reload({path, identity_key, metrics, pow_state, server, current, access_log});
+        } else if (signo == SIGUSR1) {
+          try {
+            app::open_access_log(access_log, current->config.logging);
+            spdlog::info("access log reopened");
+          } catch (const std::exception& e) {
+            spdlog::error("{}", e.what());
+          }
+        } else if (!draining) {
           draining = true;
-          admin->stop();
-          server.stop(std::chrono::seconds(10));
-          control.stop();
-          return;
+          const auto wait = current->config.shutdown.delay;
+          spdlog::info("signal {}: draining; not ready, still serving for {} ms", signo,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(wait).count());
+          delay.expires_after(wait);
+          delay.async_wait([&](const boost::system::error_code&) { stop_serving(); });
+        } else {
+          delay.cancel();  // the delay's handler stops serving now
         }
-        reload({path, identity_key, metrics, pow_state, server, current});
         signals.async_wait(on_signal);
       };
   signals.async_wait(on_signal);
   control.run();
+  if (stopper.joinable()) stopper.join();
   spdlog::info("stopped");
   return 0;
 }

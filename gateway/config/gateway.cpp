@@ -321,8 +321,8 @@ store_config read_store(const yaml_node& n, const std::string& file) {
   return s;
 }
 
-logging_config read_logging(const yaml_node& n) {
-  n.expect_keys({"level", "access_log"});
+logging_config read_logging(const yaml_node& n, const std::string& file) {
+  n.expect_keys({"level", "format", "access_log"});
   logging_config l;
   if (auto v = n.get("level")) {
     l.level = v->as_string();
@@ -331,8 +331,66 @@ logging_config read_logging(const yaml_node& n) {
       v->fail("expected trace, debug, info, warn, error or off, got '" + l.level + "'");
     }
   }
-  if (auto v = n.get("access_log")) l.access_log = v->as_bool();
+  if (auto v = n.get("format")) {
+    const std::string f = v->as_string();
+    if (f == "text") {
+      l.format = logging_config::log_format::text;
+    } else if (f == "json") {
+      l.format = logging_config::log_format::json;
+    } else {
+      v->fail("expected text or json, got '" + f + "'");
+    }
+  }
+  if (auto v = n.get("access_log")) {
+    const std::string d = v->as_string();
+    using destination = logging_config::destination;
+    // YAML's spellings of a boolean, then the standard output by name.
+    if (d == "false" || d == "no" || d == "off") {
+      l.access_log = destination::off;
+    } else if (d == "true" || d == "yes" || d == "on" || d == "stdout" || d == "-") {
+      l.access_log = destination::standard_output;
+    } else if (d.empty()) {
+      v->fail("expected false, true, stdout or a file path");
+    } else {
+      l.access_log = destination::file;
+      l.access_log_path = resolve(file, d);
+    }
+  }
   return l;
+}
+
+/// A list of CIDRs (trusted_proxies, access.allow, access.deny).
+std::vector<core::cidr> read_cidrs(const yaml_node& n) {
+  std::vector<core::cidr> out;
+  for (const yaml_node& item : n.items()) {
+    const std::string s = item.as_string();
+    const auto c = core::cidr::parse(s);
+    if (!c) item.fail("invalid CIDR '" + s + "' (expected e.g. 10.0.0.0/8 or 2001:db8::/32)");
+    out.push_back(*c);
+  }
+  return out;
+}
+
+access_config read_access(const yaml_node& n) {
+  n.expect_keys({"allow", "deny"});
+  access_config a;
+  if (auto v = n.get("allow")) a.allow = read_cidrs(*v);
+  if (auto v = n.get("deny")) a.deny = read_cidrs(*v);
+  return a;
+}
+
+shutdown_config read_shutdown(const yaml_node& n) {
+  n.expect_keys({"delay", "drain_timeout"});
+  shutdown_config s;
+  if (auto v = n.get("delay")) {
+    s.delay = v->as_duration();
+    if (s.delay > std::chrono::hours(1)) v->fail("must be at most 1h");
+  }
+  if (auto v = n.get("drain_timeout")) {
+    s.drain_timeout = v->as_duration();
+    if (s.drain_timeout > std::chrono::hours(1)) v->fail("must be at most 1h");
+  }
+  return s;
 }
 
 void read_listeners(const yaml_node& root, gateway_config& g) {
@@ -392,7 +450,8 @@ gateway_config read_gateway(const std::string& path) {
   const yaml_node root = load_yaml_file(path);
   if (root.is_null()) root.fail("the file is empty");
   root.expect_keys({"listeners", "admin", "workers", "limits", "trusted_proxies", "upstreams",
-                    "routes", "default_route", "policies", "pow", "store", "logging"});
+                    "routes", "default_route", "policies", "pow", "store", "logging", "access",
+                    "shutdown"});
   gateway_config g;
   g.file = path;
 
@@ -407,14 +466,7 @@ gateway_config read_gateway(const std::string& path) {
   read_admin(root, g);
   if (auto w = root.get("workers")) g.workers = read_workers(*w);
   if (auto l = root.get("limits")) g.limits = read_limits(*l);
-  if (auto t = root.get("trusted_proxies")) {
-    for (const yaml_node& item : t->items()) {
-      const std::string s = item.as_string();
-      const auto c = core::cidr::parse(s);
-      if (!c) item.fail("invalid CIDR '" + s + "' (expected e.g. 10.0.0.0/8 or 2001:db8::/32)");
-      g.trusted_proxies.push_back(*c);
-    }
-  }
+  if (auto t = root.get("trusted_proxies")) g.trusted_proxies = read_cidrs(*t);
   for (const auto& [name, value] : root.at("upstreams").entries()) {
     if (!valid_name(name)) value.fail("invalid upstream name (use a-z, 0-9, _ and -)");
     g.upstreams.push_back(read_upstream(name, value));
@@ -422,7 +474,9 @@ gateway_config read_gateway(const std::string& path) {
   read_routes(root, g);
   if (auto p = root.get("pow")) g.pow = read_pow(*p);
   if (auto s = root.get("store")) g.store = read_store(*s, path);
-  if (auto l = root.get("logging")) g.logging = read_logging(*l);
+  if (auto l = root.get("logging")) g.logging = read_logging(*l, path);
+  if (auto a = root.get("access")) g.access = read_access(*a);
+  if (auto s = root.get("shutdown")) g.shutdown = read_shutdown(*s);
   return g;
 }
 

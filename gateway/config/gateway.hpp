@@ -135,8 +135,30 @@ struct store_config {
 
 /// Logging.
 struct logging_config {
-  std::string level = "info";  ///< trace, debug, info, warn, error or off
-  bool access_log = false;     ///< one line per request at info
+  enum class log_format { text, json };
+  /// Where the access log goes (`access_log: false | true | stdout | PATH`).
+  enum class destination { off, standard_output, file };
+  std::string level = "info";             ///< trace, debug, info, warn, error or off
+  log_format format = log_format::text;   ///< text, or one JSON object a line (log shippers)
+  destination access_log = destination::off;  ///< one line per request
+  std::string access_log_path;  ///< the file (resolved), when access_log is `file`
+  /// Whether requests are logged at all.
+  bool access_log_on() const noexcept { return access_log != destination::off; }
+};
+
+/// Addresses let through or turned away before anything else (DESIGN §9), by the client
+/// address the request is charged to.
+struct access_config {
+  std::vector<core::cidr> allow;  ///< never limited, challenged or banned; still counted
+  std::vector<core::cidr> deny;   ///< 403 "code":"denied", nothing upstream
+};
+
+/// What SIGTERM does: readiness fails at once, serving goes on for `delay` (load balancers
+/// and Kubernetes stop sending), then the listeners close and requests in flight get up to
+/// `drain_timeout` to finish.
+struct shutdown_config {
+  core::duration delay = core::duration::zero();
+  core::duration drain_timeout = std::chrono::seconds(10);
 };
 
 /// Everything the gateway runs with, policies included.
@@ -155,6 +177,8 @@ struct gateway_config {
   pow_settings pow;                         ///< PoW settings
   store_config store;                       ///< limiter store
   logging_config logging;                   ///< logging
+  access_config access;                     ///< allow and deny lists
+  shutdown_config shutdown;                 ///< how SIGTERM drains
 
   /// The upstream called `name`, or nullptr.
   const upstream_config* upstream(const std::string& name) const;

@@ -44,6 +44,26 @@ inline void append_decimal(std::string& out, std::int64_t v) {
   out.append(buf, r.ptr);
 }
 
+/// Appends `s` as the inside of a JSON string: quotes, backslashes and control bytes escaped.
+/// With `ascii_only`, bytes from 0x80 are escaped too (as \u0080..\u00ff), so that a line
+/// stays valid JSON whatever bytes a client sent (log lines); otherwise they pass as they are.
+inline void append_json_escaped(std::string& out, std::string_view s, bool ascii_only = false) {
+  static constexpr char hex[] = "0123456789abcdef";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f || (ascii_only && u >= 0x80)) {
+      out += "\\u00";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+}
+
 /// The value of hex digit `c`, or -1.
 constexpr int hex_value(char c) noexcept {
   if (c >= '0' && c <= '9') return c - '0';

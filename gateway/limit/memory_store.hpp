@@ -51,6 +51,10 @@ class memory_store {
   state_table& table(std::uint8_t t) noexcept { return *tables_[t]; }
   /// Entries held by table `t` (the tracked-keys gauge).
   std::size_t tracked(std::uint8_t t) const noexcept { return tables_[t]->size(); }
+  /// Most entries of table `t`.
+  std::size_t capacity(std::uint8_t t) const noexcept { return tables_[t]->capacity(); }
+  /// Live entries table `t` dropped for room.
+  std::uint64_t evictions(std::uint8_t t) const noexcept { return tables_[t]->evictions(); }
 
  private:
   decision decide_once(const limit_request& req, std::uint32_t slice) noexcept;

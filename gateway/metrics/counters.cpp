@@ -6,7 +6,8 @@ namespace tollgate::metrics {
 
 std::string_view decision_name(decision d) noexcept {
   constexpr std::string_view names[decision_count] = {
-      "allowed", "limited", "challenged", "pow_passed", "banned", "shadow_limited", "error"};
+      "allowed", "limited", "challenged", "pow_passed", "banned", "shadow_limited", "error",
+      "denied"};
   return names[static_cast<std::size_t>(d)];
 }
 

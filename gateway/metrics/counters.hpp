@@ -25,9 +25,10 @@ enum class decision : std::uint8_t {
   pow_passed,
   banned,
   shadow_limited,
-  error
+  error,
+  denied  ///< on the access deny list (403)
 };
-inline constexpr std::size_t decision_count = 7;
+inline constexpr std::size_t decision_count = 8;
 
 /// Label `mode` of tollgate_rate_limited_total: an enforced rejection, or one a shadowed limit
 /// would have made (DESIGN §12).
@@ -98,6 +99,16 @@ inline constexpr std::array<double, 12> limiter_buckets = {1e-7, 2.5e-7, 5e-7, 1
                                                            1e-5, 2.5e-5, 5e-5, 1e-4, 1e-3,   1e-2};
 inline constexpr std::array<double, 12> upstream_buckets = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
+/// Of tollgate_request_duration_seconds: a request's whole time as its client sees it.
+inline constexpr std::array<double, 13> request_buckets = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
+/// Label `code_class` of tollgate_responses_total.
+inline constexpr std::array<std::string_view, 5> code_class_names = {"1xx", "2xx", "3xx", "4xx",
+                                                                     "5xx"};
+/// The label index of status `status` (out of range: counted as 5xx).
+constexpr std::size_t code_class_of(unsigned status) noexcept {
+  return status >= 100 && status < 600 ? status / 100 - 1 : 4;
+}
 
 /// Where a decision of the Redis store came from (label `source` of
 /// tollgate_store_decisions_total): Redis, the over-limit cache, or `fail_mode` while Redis
@@ -168,6 +179,12 @@ struct worker_counters {
   std::array<std::array<counter, refusal_count>, max_names> connections_refused;
   /// [listener] idle keep-alive connections closed to make room for new ones
   std::array<counter, max_names> idle_closed;
+  /// [category][code class] responses sent, local answers included
+  std::array<std::array<counter, code_class_names.size()>, max_names> responses;
+  /// [category] from the request's head to the end of its response
+  std::array<histogram<request_buckets.size()>, max_names> request_duration;
+  std::array<counter, max_names> bytes_received;  ///< [listener] from clients (TCP, at close)
+  std::array<counter, max_names> bytes_sent;      ///< [listener] to clients, acknowledged
   std::array<counter, max_names> pow_challenges;                       ///< [category] 428s issued
   std::array<counter, verification_results.size()> pow_verifications;  ///< [result]
   std::array<counter, max_names> violations;                           ///< [reason]

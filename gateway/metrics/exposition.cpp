@@ -3,6 +3,13 @@
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "gateway/core/levels.hpp"
@@ -60,6 +67,80 @@ MetricFamily family(std::string name, std::string help, MetricType type) {
   return f;
 }
 
+ClientMetric gauge_metric(std::vector<ClientMetric::Label> labels, double value) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  m.gauge.value = value;
+  return m;
+}
+
+/// A family of one unlabelled gauge.
+MetricFamily single_gauge(std::string name, std::string help, double value) {
+  auto f = family(std::move(name), std::move(help), MetricType::Gauge);
+  f.metric.push_back(gauge_metric({}, value));
+  return f;
+}
+
+/// The label indices to show: `in_force` (without repeats), or every one of `all` names.
+std::vector<std::size_t> shown(const std::vector<std::uint16_t>& in_force, std::size_t all) {
+  std::vector<std::size_t> out;
+  if (in_force.empty()) {
+    for (std::size_t i = 0; i < all; ++i)
+      out.push_back(i);
+    return out;
+  }
+  for (const auto i : in_force) {
+    if (i < all && std::find(out.begin(), out.end(), i) == out.end()) out.push_back(i);
+  }
+  return out;
+}
+
+/// What /proc says of this process.
+struct process_stats {
+  double cpu_seconds = 0, resident_bytes = 0, virtual_bytes = 0, start_time = 0;
+  double open_fds = 0, max_fds = 0;
+};
+
+process_stats read_process() {
+  process_stats p;
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (std::ifstream stat("/proc/self/stat"); stat) {
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    // Fields after the command's closing parenthesis (the command may hold spaces): state is
+    // field 3, utime 14, stime 15, starttime 22, vsize 23, rss 24.
+    const auto close = text.rfind(')');
+    if (close != std::string::npos) {
+      std::istringstream in(text.substr(close + 2));
+      std::vector<std::string> f((std::istream_iterator<std::string>(in)),
+                                 std::istream_iterator<std::string>());
+      auto field = [&](std::size_t n) { return n - 3 < f.size() ? std::stod(f[n - 3]) : 0.0; };
+      p.cpu_seconds = (field(14) + field(15)) / ticks;
+      p.virtual_bytes = field(23);
+      p.resident_bytes = field(24) * page;
+      double boot = 0;
+      if (std::ifstream s("/proc/stat"); s) {
+        std::string key;
+        while (s >> key) {
+          if (key == "btime") {
+            s >> boot;
+            break;
+          }
+        }
+      }
+      p.start_time = boot + field(22) / ticks;
+    }
+  }
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    p.open_fds += 1;
+  }
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) p.max_fds = static_cast<double>(limit.rlim_cur);
+  return p;
+}
+
 }  // namespace
 
 std::string render(const std::vector<const worker_counters*>& workers, const registry& r,
@@ -68,7 +149,12 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   const auto limit_names = r.limits.names();
   const auto upstreams = r.upstreams.names();
   const auto listeners = r.listeners.names();
+  const auto in_force = shown(values.categories, categories.size());
   std::vector<MetricFamily> out;
+
+  auto build = family("tollgate_build_info", "The gateway's version; always 1.", MetricType::Gauge);
+  build.metric.push_back(gauge_metric({{"version", values.version}}, 1));
+  out.push_back(std::move(build));
 
   auto requests =
       family("tollgate_requests_total", "Requests by category and decision.", MetricType::Counter);
@@ -79,7 +165,16 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   auto unkeyed = family("tollgate_unkeyed_requests_total",
                         "Requests without a limit's key, which that limit therefore left alone.",
                         MetricType::Counter);
-  for (std::size_t c = 0; c < categories.size(); ++c) {
+  auto responses = family("tollgate_responses_total",
+                          "Responses sent to clients, local answers included, by category and "
+                          "status class.",
+                          MetricType::Counter);
+  auto durations_client = family("tollgate_request_duration_seconds",
+                                 "Time from a request's head to the end of its response, by "
+                                 "category.",
+                                 MetricType::Histogram);
+  for (std::size_t k = 0; k < in_force.size(); ++k) {
+    const std::size_t c = in_force[k];
     for (std::size_t d = 0; d < decision_count; ++d) {
       requests.metric.push_back(counter_metric(
           {{"category", categories[c]},
@@ -88,13 +183,36 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
             return w.requests[c][d];
           }))));
     }
-    for (std::size_t l = 0; l < limit_names.size(); ++l) {
+    for (std::size_t cl = 0; cl < code_class_names.size(); ++cl) {
+      responses.metric.push_back(counter_metric(
+          {{"category", categories[c]}, {"code_class", std::string(code_class_names[cl])}},
+          static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
+            return w.responses[c][cl];
+          }))));
+    }
+    durations_client.metric.push_back(histogram_metric(
+        workers, request_buckets,
+        [&](const worker_counters& w) -> const auto& { return w.request_duration[c]; },
+        {{"category", categories[c]}}));
+    // The category's limits (all of them at 0 from the start), or, when the caller does not
+    // say, every limit that ever bound.
+    std::vector<std::size_t> limits;
+    const bool known = k < values.category_limits.size() && !values.categories.empty();
+    if (known) {
+      limits = shown(values.category_limits[k], limit_names.size());
+    } else {
+      limits = shown({}, limit_names.size());
+    }
+    for (const std::size_t l : limits) {
       for (std::size_t t = 0; t < 2; ++t) {
         for (std::size_t m = 0; m < limit_mode_names.size(); ++m) {
           const auto n = sum(workers, [&](const worker_counters& w) -> const counter& {
             return w.rate_limited[c][l][t][m];
           });
-          if (n == 0) continue;  // only limits that ever bound
+          // Enforced rejections of the category's limits from the start; shadow ones (and,
+          // without the category's limits, any) once they happen.
+          const bool always = known && m == static_cast<std::size_t>(limit_mode::enforce);
+          if (n == 0 && !always) continue;
           limited.metric.push_back(
               counter_metric({{"category", categories[c]},
                               {"level", limit_names[l]},
@@ -113,13 +231,15 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   out.push_back(std::move(requests));
   out.push_back(std::move(limited));
   out.push_back(std::move(unkeyed));
+  out.push_back(std::move(responses));
+  out.push_back(std::move(durations_client));
 
   auto errors = family("tollgate_upstream_errors_total", "Failed upstream exchanges by kind.",
                        MetricType::Counter);
   auto durations =
       family("tollgate_upstream_duration_seconds",
              "Time from sending a request upstream to its response head.", MetricType::Histogram);
-  for (std::size_t u = 0; u < upstreams.size(); ++u) {
+  for (const std::size_t u : shown(values.upstreams, upstreams.size())) {
     for (std::size_t k = 0; k < upstream_error_count; ++k) {
       errors.metric.push_back(counter_metric(
           {{"upstream", upstreams[u]},
@@ -135,6 +255,15 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   }
   out.push_back(std::move(errors));
   out.push_back(std::move(durations));
+  auto endpoint_up = family("tollgate_upstream_endpoint_up",
+                            "1 while an upstream endpoint takes requests, 0 while a worker has "
+                            "ejected it after consecutive failures.",
+                            MetricType::Gauge);
+  for (const auto& e : values.endpoints) {
+    endpoint_up.metric.push_back(
+        gauge_metric({{"upstream", e.upstream}, {"endpoint", e.endpoint}}, e.up ? 1 : 0));
+  }
+  out.push_back(std::move(endpoint_up));
 
   auto check = family("tollgate_limiter_check_seconds", "Time of one limiter decision.",
                       MetricType::Histogram);
@@ -182,6 +311,28 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   }
   out.push_back(std::move(refused));
   out.push_back(std::move(idle_closed));
+  auto received = family("tollgate_received_bytes_total",
+                         "Bytes received from clients, by listener (TCP payload, counted when a "
+                         "connection ends).",
+                         MetricType::Counter);
+  auto sent = family("tollgate_sent_bytes_total",
+                     "Bytes sent to clients and acknowledged, by listener (TCP payload, counted "
+                     "when a connection ends).",
+                     MetricType::Counter);
+  for (std::size_t l = 0; l < listeners.size(); ++l) {
+    received.metric.push_back(counter_metric(
+        {{"listener", listeners[l]}},
+        static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
+          return w.bytes_received[l];
+        }))));
+    sent.metric.push_back(counter_metric(
+        {{"listener", listeners[l]}},
+        static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
+          return w.bytes_sent[l];
+        }))));
+  }
+  out.push_back(std::move(received));
+  out.push_back(std::move(sent));
 
   auto tracked =
       family("tollgate_tracked_keys", "Limiter entries held, by level.", MetricType::Gauge);
@@ -192,10 +343,26 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
     tracked.metric.push_back(std::move(m));
   }
   out.push_back(std::move(tracked));
+  auto entries = family("tollgate_table_entries", "Entries held by each bounded table.",
+                        MetricType::Gauge);
+  auto capacity = family("tollgate_table_capacity", "Most entries each bounded table holds.",
+                         MetricType::Gauge);
+  auto evictions = family("tollgate_table_evictions_total",
+                          "Live entries dropped to make room, by table (an address-rotating "
+                          "flood shows here).",
+                          MetricType::Counter);
+  for (const auto& t : values.tables) {
+    entries.metric.push_back(gauge_metric({{"table", t.name}}, t.entries));
+    capacity.metric.push_back(gauge_metric({{"table", t.name}}, t.capacity));
+    evictions.metric.push_back(counter_metric({{"table", t.name}}, t.evictions));
+  }
+  out.push_back(std::move(entries));
+  out.push_back(std::move(capacity));
+  out.push_back(std::move(evictions));
 
   auto challenges = family("tollgate_pow_challenges_total",
                            "Proof-of-work challenges issued (428).", MetricType::Counter);
-  for (std::size_t c = 0; c < categories.size(); ++c) {
+  for (const std::size_t c : in_force) {
     challenges.metric.push_back(counter_metric(
         {{"category", categories[c]}},
         static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
@@ -232,13 +399,11 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
       {}, static_cast<double>(
               sum(workers, [](const worker_counters& w) -> const counter& { return w.bans; }))));
   out.push_back(std::move(bans));
-  auto active_bans = family("tollgate_active_bans", "Bans in force.", MetricType::Gauge);
-  {
-    ClientMetric m;
-    m.gauge.value = values.active_bans;
-    active_bans.metric.push_back(std::move(m));
-  }
-  out.push_back(std::move(active_bans));
+  out.push_back(single_gauge("tollgate_bans_active", "Bans in force.", values.active_bans));
+  out.push_back(single_gauge("tollgate_active_bans",
+                             "Bans in force. Deprecated: use tollgate_bans_active; removed in the "
+                             "next release.",
+                             values.active_bans));
 
   auto ws_active = family("tollgate_websocket_connections",
                           "Open WebSocket connections by category.", MetricType::Gauge);
@@ -251,7 +416,7 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   auto ws_refused = family("tollgate_websocket_upgrades_refused_total",
                            "WebSocket upgrades refused, by category and reason.",
                            MetricType::Counter);
-  for (std::size_t c = 0; c < categories.size(); ++c) {
+  for (const std::size_t c : in_force) {
     const auto opened =
         sum(workers, [&](const worker_counters& w) -> const counter& { return w.ws_opened[c]; });
     const auto closed =
@@ -313,6 +478,29 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   reloads.metric.push_back(
       counter_metric({{"result", "failure"}}, static_cast<double>(r.reloads_failed.load())));
   out.push_back(std::move(reloads));
+  out.push_back(single_gauge("tollgate_config_last_reload_successful",
+                             "1 when the last reload put its configuration in force (or none was "
+                             "tried), 0 when it failed and the previous one still serves.",
+                             r.last_reload_ok.load() ? 1 : 0));
+  out.push_back(single_gauge("tollgate_config_last_reload_success_timestamp_seconds",
+                             "When a configuration was last put in force (the start, or the last "
+                             "successful reload), in seconds since 1970.",
+                             r.last_reload_success.load()));
+
+  const process_stats p = read_process();
+  auto cpu = family("process_cpu_seconds_total", "User and system CPU time spent, in seconds.",
+                    MetricType::Counter);
+  cpu.metric.push_back(counter_metric({}, p.cpu_seconds));
+  out.push_back(std::move(cpu));
+  out.push_back(single_gauge("process_resident_memory_bytes", "Resident memory size in bytes.",
+                             p.resident_bytes));
+  out.push_back(single_gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                             p.virtual_bytes));
+  out.push_back(single_gauge("process_open_fds", "Open file descriptors.", p.open_fds));
+  out.push_back(
+      single_gauge("process_max_fds", "Most open file descriptors (RLIMIT_NOFILE).", p.max_fds));
+  out.push_back(single_gauge("process_start_time_seconds",
+                             "Start time of the process since 1970, in seconds.", p.start_time));
 
   if (!values.store.empty()) {
     const auto& st = values.store;

@@ -22,18 +22,48 @@ struct registry {
   std::atomic<std::uint64_t> reloads_ok{0};  ///< tollgate_config_reloads_total{result="success"}
   std::atomic<std::uint64_t> reloads_failed{
       0};  ///< tollgate_config_reloads_total{result="failure"}
+  std::atomic<bool> last_reload_ok{true};  ///< tollgate_config_last_reload_successful
+  /// tollgate_config_last_reload_success_timestamp_seconds (the start, before any reload)
+  std::atomic<double> last_reload_success{0};
+};
+
+/// One bounded table of the process (limiter state, violation counters, bans).
+struct table_values {
+  std::string name;          ///< label `table`
+  double entries = 0;        ///< held now
+  double capacity = 0;       ///< most it holds
+  double evictions = 0;      ///< live entries dropped for room, since the start
+};
+
+/// One upstream endpoint's health.
+struct endpoint_values {
+  std::string upstream;  ///< label `upstream`
+  std::string endpoint;  ///< label `endpoint`, host:port as configured
+  bool up = true;        ///< not ejected by any worker now
 };
 
 /// Values read at scrape time.
 struct scrape_values {
   std::vector<std::pair<std::string, double>> tracked_keys;  ///< level -> entries held
+  std::vector<table_values> tables;                          ///< every bounded table
   double active_bans = 0;                                    ///< bans in force
+  /// Label indices of the categories in force (a category a reload removed has no series
+  /// any more); empty: every category ever named.
+  std::vector<std::uint16_t> categories;
+  /// Per entry of `categories`, the label indices (`level`) of its limits: each has a
+  /// tollgate_rate_limited_total series from the start, at 0.
+  std::vector<std::vector<std::uint16_t>> category_limits;
+  std::vector<std::uint16_t> upstreams;  ///< label indices of the upstreams in force; empty: all
+  std::vector<endpoint_values> endpoints;  ///< of the upstreams in force
+  std::string version;                     ///< tollgate_build_info{version}
   /// The Redis store's counters per worker (none with the in-process store).
   std::vector<const store_counters*> store;
   bool store_degraded = false;  ///< Redis cannot be reached: fail_mode decides
 };
 
-/// The exposition of every metric, summed over `workers`.
+/// The exposition of every metric, summed over `workers`, with the process's own
+/// (process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds, ...: the
+/// names every Prometheus client library uses).
 std::string render(const std::vector<const worker_counters*>& workers, const registry& r,
                    const scrape_values& values);
 

@@ -28,6 +28,10 @@ class client_stream {
   /// Whether TLS is on.
   bool tls() const noexcept { return tls_ != nullptr; }
 
+  /// Bytes handed to write_all() so far (before TLS): what the access log calls a response's
+  /// bytes, as the difference across it.
+  std::uint64_t written = 0;
+
   /// Performs the server side of a TLS handshake under `context`, starting with the bytes
   /// already read into `buffer` (what followed a PROXY header: often the ClientHello itself),
   /// which it consumes; afterwards every read and write is encrypted.

@@ -47,8 +47,7 @@ void check(std::shared_ptr<deadline_watch> watch) {
       }
       if (w.upstream == nullptr) {
         // A client phase ran out: closing the socket ends the session's pending operation.
-        error_code ignored;
-        w.client.close(ignored);
+        w.close_client();
         return;
       }
       // An upstream phase ran out: only that connection goes; the client gets a 504.

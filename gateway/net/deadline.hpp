@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "gateway/net/asio.hpp"
+#include "gateway/net/tcp_bytes.hpp"
 
 namespace tollgate::net {
 
@@ -56,6 +57,19 @@ struct deadline_watch {
     released = false;
     release_at = d == std::chrono::nanoseconds::max() ? clock::time_point::max() : clock::now() + d;
   }
+  /// Reads the client socket's byte counts from the kernel (TCP_INFO: bytes received, and
+  /// bytes sent and acknowledged), once, just before the socket closes: one system call per
+  /// connection, not per read or write, and TLS and WebSocket bytes included.
+  void sample_wire_bytes() noexcept {
+    if (!client.is_open()) return;
+    tcp_bytes(client.native_handle(), bytes_received, bytes_sent);
+  }
+  /// Closes the client socket, its byte counts sampled first.
+  void close_client() noexcept {
+    sample_wire_bytes();
+    error_code ignored;
+    client.close(ignored);
+  }
   /// The session is over: the watchdog stops without touching the sockets again.
   void end() {
     ended = true;
@@ -79,6 +93,8 @@ struct deadline_watch {
   deadline_watch* idle_prev = nullptr;
   deadline_watch* idle_next = nullptr;  ///< see idle_prev
   bool idle = false;                    ///< in that list now
+  std::uint64_t bytes_received = 0;     ///< from the client, when sampled (sample_wire_bytes)
+  std::uint64_t bytes_sent = 0;         ///< to the client and acknowledged, when sampled
 };
 
 /// The keep-alive connections of one worker that wait for their next request, oldest first:
@@ -108,8 +124,7 @@ class idle_connections {
     if (head_ == nullptr) return false;
     deadline_watch& w = *head_;
     erase(w);
-    error_code ignored;
-    w.client.close(ignored);
+    w.close_client();
     return true;
   }
 

@@ -182,6 +182,7 @@ void record_response_violations(worker& w, const forward_request& r, const respo
   const bool by_status = std::any_of(pow.status_violations.begin(), pow.status_violations.end(),
                                      [&](const auto& v) { return v.first == status; });
   if (first == last && !by_status) return;  // the usual case: nothing to record
+  if (r.exempt) return;                     // the allow list: never banned (DESIGN §9)
   const core::nanos now = w.shared.clock.now();
   for (auto f = first; f != last; ++f) {
     const std::string_view reason = core::trim(sv(f->value()));
@@ -407,9 +408,11 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
   if (const auto answered = co_await exchange_head(x)) co_return *answered;
   auto& conn = x.conn;
   auto& rp = x.rp;
+  const double upstream_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count();
+  sc.request.upstream_seconds = upstream_seconds;
   w.counters.upstream_duration[r.snap.upstream_metric[r.route.upstream]].observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count(),
-      metrics::upstream_buckets);
+      upstream_seconds, metrics::upstream_buckets);
 
   record_response_violations(w, r, *rp);
   sc.status = rp->get().result_int();

@@ -56,7 +56,10 @@ struct request_in_hand {
   limit::decision decision;                         ///< the store's decision on them
   std::uint32_t unkeyed = 0;  ///< slots of limits whose key it lacks (counted, not applied)
   metrics::decision outcome = metrics::decision::allowed;  ///< for the access log
-  std::chrono::steady_clock::time_point started;           ///< for the access log, when on
+  std::chrono::steady_clock::time_point started;           ///< its head in hand
+  bool exempt = false;  ///< on the access allow list: no limits, proofs, bans or violations
+  std::uint64_t written_before = 0;  ///< client_stream::written when it began (access log)
+  double upstream_seconds = -1;      ///< to the upstream's response head; < 0: not sent
 };
 
 /// What the forwarder needs to know about an admitted request.
@@ -72,6 +75,7 @@ struct forward_request {
   policy::client_subjects who;  ///< the client as violation counters know it
   bool host_missing = false;    ///< without a Host field (HTTP/1.0): one is added upstream
   bool upgrade = false;         ///< a WebSocket upgrade: forwarded as one
+  bool exempt = false;          ///< on the access allow list: its responses record no violation
 };
 
 /// Buffers a connection uses while it carries a request. A connection that stays idle, or
@@ -209,6 +213,8 @@ inline task<error_code> write_all(tcp_socket& s, std::span<asio::const_buffer> p
 
 /// Writes all of `pieces` to the client: plain as above, or encrypted.
 inline task<error_code> write_all(client_stream& s, std::span<asio::const_buffer> pieces) {
+  for (const auto& p : pieces)
+    s.written += p.size();
   if (s.tls()) co_return co_await s.tls_write(pieces);
   if (error_code ec = write_now(s.socket(), pieces); ec || pieces.empty()) co_return ec;
   auto [ec, n] = co_await asio::async_write(s.socket(), pieces, use_tuple);

@@ -4,32 +4,10 @@
 
 namespace tollgate::net {
 
-namespace {
-
-/// Appends `s` as the inside of a JSON string.
-void append_escaped(std::string& out, std::string_view s) {
-  static constexpr char hex[] = "0123456789abcdef";
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      out += "\\u00";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-}
-
-}  // namespace
-
 problem_writer::problem_writer(std::string& out, int status, std::string_view title) : out_(out) {
   out_.clear();
   out_ += R"({"type":"about:blank","title":")";
-  append_escaped(out_, title);
+  core::append_json_escaped(out_, title);
   out_ += R"(","status":)";
   core::append_decimal(out_, status);
 }
@@ -38,7 +16,7 @@ problem_writer& problem_writer::text(std::string_view name, std::string_view val
   out_ += ",\"";
   out_ += name;
   out_ += "\":\"";
-  append_escaped(out_, value);
+  core::append_json_escaped(out_, value);
   out_ += '"';
   return *this;
 }
@@ -61,7 +39,7 @@ void write_limited_body(std::string& out, const policy::rate_limit_fields& f) {
   problem_writer p(out, 429, "Too Many Requests");
   // The detail is written in place: "rate limit exceeded at <limit> (<tier> tier)", no copy.
   out += R"(,"detail":"rate limit exceeded at )";
-  append_escaped(out, f.level);
+  core::append_json_escaped(out, f.level);
   out += " (";
   out += f.tier;
   out += " tier)\"";

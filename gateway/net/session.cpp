@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "gateway/net/access_line.hpp"
 #include "gateway/net/deadline.hpp"
 #include "gateway/net/forward.hpp"
 #include "gateway/net/heads.hpp"
@@ -18,6 +19,19 @@
 namespace tollgate::net {
 
 namespace {
+
+/// Whether `a` lies in one of `blocks` (the access lists: short, scanned in order).
+bool listed(const std::vector<core::cidr>& blocks, const core::address& a) noexcept {
+  for (const auto& b : blocks) {
+    if (b.contains(a)) return true;
+  }
+  return false;
+}
+
+/// Seconds from `start` to now.
+double seconds_since(std::chrono::steady_clock::time_point start) noexcept {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 /// Header lookup for the router, which sees no Beast types.
 std::string_view header_of(const void* fields, std::string_view name) {
@@ -380,7 +394,9 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   const auto& req = r.parser->get();
   r.keep_alive = req.keep_alive();
   r.version = req.version();
-  if (snap.config.logging.access_log) r.started = std::chrono::steady_clock::now();
+  r.started = std::chrono::steady_clock::now();
+  r.exempt = false;
+  r.upstream_seconds = -1;
   if (const std::string_view fault = head_fault(*r.parser, r.has_host); !fault.empty()) {
     return refuse_head(r, sc, http::status::bad_request, problem_body(400, "Bad Request", fault));
   }
@@ -403,6 +419,28 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
             w.shared.clock.now()};
   sc.fields.present = false;
   sc.fields.shadow.clear();
+  // The access lists come before everything else (DESIGN §9).
+  const auto& access = snap.config.access;
+  if (!access.deny.empty() && listed(access.deny, r.client)) {
+    count_request(w, r, metrics::decision::denied);
+    if (r.upgrade) count_refused_upgrade(w, r, metrics::upgrade_refusal::banned);
+    problem_writer(sc.problem, 403, "Forbidden")
+        .text("detail", "this address is denied access")
+        .text("code", "denied")
+        .finish();
+    sc.problem_fields.clear();
+    return answer_locally(r, sc, http::status::forbidden, nullptr,
+                          r.keep_alive && r.parser->is_done());
+  }
+  if (!access.allow.empty() && listed(access.allow, r.client)) {
+    // Forwarded without a look at bans, proofs or limits; counted as allowed.
+    r.exempt = true;
+    r.verdict.result = policy::outcome::allowed;
+    r.verdict.ask_limits = false;
+    r.verdict.limits_checked = false;
+    r.verdict.effects = {};
+    return conclude(w, sc);
+  }
   w.shared.gate.before_limits(r.gate, r.verdict);
   if (!r.verdict.ask_limits) return conclude(w, sc);
   const policy::key_sources keys{&header_of, &req.base(), sv(req.target())};
@@ -447,26 +485,44 @@ task<next_step> await_limits(worker& w, connection_scratch& sc) {
                            r.keep_alive && r.parser->is_done());
 }
 
-/// One access log line for the request in hand (only when the access log is on: nothing is
-/// formatted per request otherwise).
-void log_access(const connection_scratch& sc) {
+/// One access log line for the request in hand, `seconds` after its head came, with
+/// `written` bytes sent to the client so far on its connection (only when the access log is
+/// on: nothing is formatted per request otherwise).
+void log_access(worker& w, connection_scratch& sc, double seconds, std::uint64_t written) {
+  if (w.shared.access_log == nullptr) return;
   const request_in_hand& r = sc.request;
   const auto& req = r.parser->get();
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r.started)
-          .count();
   // The binding limit: the one that rejected, or, forwarded past a shadowed limit, that one;
-  // "-" when no limit was in the way.
-  std::string limit = "-";
+  // none when no limit was in the way.
+  std::string limit;
   if (!sc.fields.shadow.empty()) {
     limit = sc.fields.shadow;
   } else if (sc.fields.present && !sc.fields.retry_after.empty()) {
     limit = std::string(sc.fields.level) + "." + std::string(sc.fields.tier);
   }
-  spdlog::info("access {} \"{} {} HTTP/{}.{}\" {} category={} decision={} limit={} {:.3f}ms",
-               r.client.to_string(), sv(req.method_string()), sv(req.target()), r.version / 10,
-               r.version % 10, sc.status, r.route->category->name,
-               metrics::decision_name(r.outcome), limit, ms);
+  const std::string client = r.client.to_string();
+  const bool forwarded = r.upstream_seconds >= 0;
+  const auto& snap = *r.snap;
+  // The scratch's head buffer is free once the response is sent: the line is built there.
+  std::string& line = sc.head;
+  line.clear();
+  append_access_line(line, snap.config.logging.format == config::logging_config::log_format::json,
+                     std::chrono::system_clock::now(),
+                     {client, sv(req.method_string()), sv(req.target()), r.version, sc.status,
+                      r.route->category->name, metrics::decision_name(r.outcome), limit,
+                      forwarded ? std::string_view(snap.config.upstreams[r.route->upstream].name)
+                                : std::string_view(),
+                      r.upstream_seconds, written - r.written_before, seconds});
+  w.shared.access_log->write(line);
+}
+
+/// Counts the response to the request in hand, `seconds` after its head came (by status
+/// class and time, tollgate_responses_total and tollgate_request_duration_seconds).
+void count_response(worker& w, const connection_scratch& sc, double seconds) {
+  const request_in_hand& r = sc.request;
+  const std::size_t c = r.snap->metric_of(*r.route->category);
+  if (sc.status != 0) w.counters.responses[c][metrics::code_class_of(sc.status)].add();
+  w.counters.request_duration[c].observe(seconds, metrics::request_buckets);
 }
 
 /// Appends what the socket has now to `out`, read into a block on the thread's stack (not a
@@ -629,10 +685,12 @@ tunnel_setup hand_over(worker& w, std::unique_ptr<connection_scratch>& sc) {
   setup.metric = r.snap->metric_of(category);
   setup.extensions = sc->ws_extensions;
   setup.place = std::move(sc->tunnel_place);
-  if (r.snap->config.logging.access_log) {
+  if (r.snap->config.logging.access_log_on()) {
     const auto& req = r.parser->get();
-    setup.log_prefix = r.client.to_string() + " \"" + std::string(sv(req.method_string())) + " " +
-                       std::string(sv(req.target())) + "\" category=" + category.name;
+    setup.log = tunnel_setup::log_fields{
+        r.client.to_string(), std::string(sv(req.method_string())), std::string(sv(req.target())),
+        category.name,
+        r.snap->config.logging.format == config::logging_config::log_format::json};
   }
   sc->buffer.clear();
   w.scratch.give(std::move(sc));
@@ -663,6 +721,7 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     error_code rec;
     if (!co_await read_request(w, watch, sc, first, rec)) co_return;
     const worker_count busy(w.in_flight);  // graceful stop waits for these
+    sc->request.written_before = watch.stream.written;
     next_step step = gate_request(w, *sc, peer, rec);
     if (step == next_step::ask_limits) step = co_await await_limits(w, *sc);
     if (step == next_step::close) co_return;
@@ -670,10 +729,14 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     bool stay = false;
     if (step == next_step::forward) {
       sc->forwarding.emplace(*r.snap, *r.route, peer, r.client, peer_text, l.tls, r.keep_alive,
-                             r.version, r.who, !r.has_host, r.upgrade);
+                             r.version, r.who, !r.has_host, r.upgrade, r.exempt);
       stay = co_await forward(w, *sc->forwarding, watch, sc->buffer, *r.parser, *sc);
       if (sc->upgraded) {
-        if (r.snap->config.logging.access_log) log_access(*sc);
+        const double seconds = seconds_since(r.started);
+        count_response(w, *sc, seconds);
+        if (r.snap->config.logging.access_log_on()) {
+          log_access(w, *sc, seconds, watch.stream.written);
+        }
         co_await run_tunnel(w, watch, hand_over(w, held.sc));
         co_return;
       }
@@ -682,9 +745,15 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
       const local_answer answer = answer_of(r);
       stay = co_await write_local(watch, *sc, answer);
     }
-    // Phase 5. Heads refused before a route was chosen are not logged (their bytes are not
-    // trusted).
-    if (r.snap->config.logging.access_log && r.route != nullptr) log_access(*sc);
+    // Phase 5. Heads refused before a route was chosen are neither counted by category nor
+    // logged (their bytes are not trusted).
+    if (r.route != nullptr) {
+      const double seconds = seconds_since(r.started);
+      count_response(w, *sc, seconds);
+      if (r.snap->config.logging.access_log_on()) {
+        log_access(w, *sc, seconds, watch.stream.written);
+      }
+    }
     if (!stay) {
       error_code ignored;
       watch.client.shutdown(tcp::socket::shutdown_send, ignored);
@@ -703,6 +772,18 @@ task<void> run_session(worker& w, tcp_socket socket, const listener_info& l, cor
     metrics::counter& closed;
     ~count_closed() { closed.add(); }
   } const closing{w.counters.connections_closed[l.metric]};
+  // The connection's bytes, read from the kernel once as it ends (or as it was closed).
+  struct count_bytes {
+    worker& w;
+    std::uint16_t listener;
+    std::shared_ptr<deadline_watch> watch;
+    ~count_bytes() {
+      if (watch == nullptr) return;
+      watch->sample_wire_bytes();
+      w.counters.bytes_received[listener].add(watch->bytes_received);
+      w.counters.bytes_sent[listener].add(watch->bytes_sent);
+    }
+  } bytes{w, l.metric, nullptr};
   error_code ec;
   socket.set_option(tcp::no_delay(true), ec);
   // Writes are tried at once and awaited only for what the kernel did not take (write_now).
@@ -710,6 +791,7 @@ task<void> run_session(worker& w, tcp_socket socket, const listener_info& l, cor
   if (ec) co_return;
   client_stream stream(socket);
   auto watch = std::make_shared<deadline_watch>(socket, stream);
+  bytes.watch = watch;
   // The watchdog closes the socket under the session's pending operation when a client phase
   // runs out; the session ends the watchdog however it ends itself.
   start_watchdog(watch);

@@ -84,8 +84,10 @@ snapshot::snapshot(config::gateway_config c, core::siphash_key key, metrics::reg
     for (const auto& l : category.limits)
       limits.push_back(metrics.limits.index(l.name));
   }
-  for (const auto& u : config.upstreams)
+  for (const auto& u : config.upstreams) {
     upstream_metric.push_back(metrics.upstreams.index(u.name));
+    ejected_until.push_back(std::make_unique<std::atomic<std::int64_t>[]>(u.endpoints.size()));
+  }
   for (const auto& r : policy.violations().names) {
     reason_metric.push_back(metrics.reasons.index(r));
     reason_slot.push_back(pow.slot(r));

@@ -2,6 +2,7 @@
 /// One complete, immutable configuration as the request path uses it. A reload builds a new
 /// snapshot off the hot path and swaps it in whole.
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct snapshot {
   /// Distinct for every snapshot the process builds (1, 2, ...): what caches of per-snapshot
   /// state compare, since a later snapshot may be allocated at the address of a freed one.
   std::uint64_t generation = 0;
+  /// Per upstream and endpoint, until when a worker has ejected it (steady clock, ns since its
+  /// epoch): tollgate_upstream_endpoint_up. Written on an ejection only.
+  mutable std::vector<std::unique_ptr<std::atomic<std::int64_t>[]>> ejected_until;
 
   /// Compiles `c`; resolves every upstream endpoint now (throws config::error when a name
   /// does not resolve).

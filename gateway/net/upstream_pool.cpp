@@ -133,6 +133,10 @@ void upstream_pool::failed(const snapshot& s, std::size_t u, std::size_t endpoin
                  es.failures);
     es.failures = 0;
     es.ejected_until = clock::now() + cfg.ejection_time;
+    s.ejected_until[u][endpoint].store(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(es.ejected_until.time_since_epoch())
+            .count(),
+        std::memory_order_relaxed);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "gateway/net/access_line.hpp"
 #include "gateway/net/heads.hpp"
 #include "gateway/net/worker.hpp"
 
@@ -90,7 +91,7 @@ struct tunnel final : tunnel_list::member {
         idle(s.idle_timeout),
         lifetime_end(clock::now() + s.max_lifetime),
         place(std::move(s.place)),
-        log_prefix(std::move(s.log_prefix)) {}
+        log(std::move(s.log)) {}
 
   worker& w;
   deadline_watch& watch;                    ///< the client connection's
@@ -115,7 +116,7 @@ struct tunnel final : tunnel_list::member {
   bool upstream_pump_done = false;      ///< the upstream -> client coroutine has returned
   std::unique_ptr<std::array<char, 16 * 1024>> tls_in;  ///< TLS reads (plain: the worker's)
   timer joined{w.io.get_executor()};    ///< wakes the tunnel when that coroutine returns
-  std::string log_prefix;               ///< see tunnel_setup::log_prefix
+  std::optional<tunnel_setup::log_fields> log;  ///< see tunnel_setup::log
   std::array<std::uint64_t, 2> messages{};  ///< relayed, by direction (the access log)
   closer closed_by = closer::client;        ///< who closed first (the access log)
   std::uint16_t close_code = ws::abnormal;  ///< with which code
@@ -145,8 +146,8 @@ struct tunnel final : tunnel_list::member {
   }
   /// Drops both connections at once (a peer that does not answer, a failed write).
   void drop() noexcept {
+    watch.close_client();
     error_code ignored;
-    watch.client.close(ignored);
     up->socket.close(ignored);
   }
   /// Starts the gateway's close with `code`: each direction sends its close frame as soon as
@@ -442,14 +443,16 @@ task<void> run_tunnel(worker& w, deadline_watch& watch, tunnel_setup setup) {
       t.watch.due_context = nullptr;
       t.w.tunnels.erase(t);
       t.w.counters.ws_closed[t.metric].add();
-      if (t.log_prefix.empty()) return;
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t.started).count();
-      spdlog::info("access {} websocket closed code={} by={} messages_from_client={} "
-                   "messages_from_upstream={} {:.3f}s",
-                   t.log_prefix, t.close_code,
-                   metrics::ws_closer_names[static_cast<std::size_t>(t.closed_by)], t.messages[0],
-                   t.messages[1], seconds);
+      if (!t.log || t.w.shared.access_log == nullptr) return;
+      const auto& l = *t.log;
+      std::string line;
+      append_tunnel_line(
+          line, l.json, std::chrono::system_clock::now(),
+          {l.client, l.method, l.target, l.category, t.close_code,
+           metrics::ws_closer_names[static_cast<std::size_t>(t.closed_by)], t.messages[0],
+           t.messages[1],
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t.started).count()});
+      t.w.shared.access_log->write(line);
     }
   } const leaving{t};
   // Bytes that came with the handshake go first, each to its receiver.

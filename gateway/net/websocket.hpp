@@ -10,6 +10,7 @@
 /// the tunnel takes the sockets and the bytes read past each head. Internal to net/.
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gateway/net/address_slots.hpp"
@@ -40,9 +41,13 @@ struct tunnel_setup {
   std::uint16_t metric = 0;                  ///< the category's label index
   bool extensions = false;  ///< the 101 negotiated an extension (RSV bits allowed)
   address_slot place;       ///< the connection's place under max_connections_per_address
-  /// With the access log on: the start of the line logged when the tunnel ends (client,
-  /// request line, category); empty otherwise.
-  std::string log_prefix;
+  /// With the access log on: what the line logged when the tunnel ends repeats of its
+  /// upgrade request.
+  struct log_fields {
+    std::string client, method, target, category;
+    bool json = false;  ///< logging.format json
+  };
+  std::optional<log_fields> log;  ///< empty: the access log is off
 };
 
 /// The tunnels of one worker, so that a stop can close them all (1001) and wait for their

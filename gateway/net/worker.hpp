@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gateway/core/clock.hpp"
+#include "gateway/core/log_file.hpp"
 #include "gateway/metrics/counters.hpp"
 #include "gateway/net/address_slots.hpp"
 #include "gateway/net/asio.hpp"
@@ -29,6 +30,7 @@ struct shared_state {
   const core::clock& clock;      ///< time for decisions and headers
   policy::pow_state& pow;        ///< challenges, replay cache, violation counters, bans
   policy::gate gate{pow};        ///< DESIGN §5's order, over `pow`
+  core::log_file* access_log = nullptr;  ///< where access log lines go, when on
 };
 
 /// A listener as sessions see it.

@@ -52,6 +52,7 @@ class lru_map {
         s.index.erase(s.order.back().first);
         s.order.pop_back();
         size_.fetch_sub(1, std::memory_order_relaxed);
+        evictions_.fetch_add(1, std::memory_order_relaxed);
       }
       s.order.emplace_front(k, Value{});
       it = s.index.emplace(k, s.order.begin()).first;
@@ -99,6 +100,10 @@ class lru_map {
 
   /// Entries held.
   std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
+  /// Most entries held.
+  std::size_t capacity() const noexcept { return per_shard_ * shards_.size(); }
+  /// Entries dropped to make room for others.
+  std::uint64_t evictions() const noexcept { return evictions_.load(std::memory_order_relaxed); }
 
  private:
   struct shard {
@@ -112,6 +117,7 @@ class lru_map {
   std::vector<std::unique_ptr<shard>> shards_;
   std::size_t per_shard_;
   std::atomic<std::size_t> size_{0};
+  std::atomic<std::uint64_t> evictions_{0};  ///< see evictions()
 };
 
 }  // namespace tollgate::pow

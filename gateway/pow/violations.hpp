@@ -82,6 +82,13 @@ class violation_tables {
   /// Entries held (individual, network), for metrics.
   std::size_t individual_entries() const noexcept { return individual_.size(); }
   std::size_t network_entries() const noexcept { return network_.size(); }
+  /// The counter tables (individual, network) and bans: name, entries, capacity, evictions.
+  template <class F>
+  void for_each_table(F&& f) const {
+    f("violations_individual", individual_.size(), individual_.capacity(), individual_.evictions());
+    f("violations_network", network_.size(), network_.capacity(), network_.evictions());
+    f("bans", bans_.size(), bans_.capacity(), bans_.evictions());
+  }
 
  private:
   struct individual_entry {

@@ -30,6 +30,8 @@ using decide_handler = boost::asio::any_completion_handler<void(boost::system::e
 struct table_size {
   std::string name;         ///< label value: an address level's name, or "keyed"
   std::size_t entries = 0;  ///< entries held
+  std::size_t capacity = 0;  ///< most entries it holds
+  std::uint64_t evictions = 0;  ///< live entries dropped to make room (address rotation)
 };
 
 /// What a store holds for one key of one limit (the admin API).

@@ -120,7 +120,39 @@ TEST_CASE("gateway options parse", "[config]") {
   CHECK(g.store.key_prefix == "tg:");
   CHECK(g.store.fail_mode == store_config::failure::closed);
   CHECK(g.store.capacity[4] == 7u);
-  CHECK(g.logging.access_log);
+  CHECK(g.logging.access_log == logging_config::destination::standard_output);
+  CHECK(g.logging.format == logging_config::log_format::text);
+  CHECK(g.access.allow.empty());
+  CHECK(g.shutdown.delay == core::duration::zero());
+}
+
+TEST_CASE("logging, access lists and shutdown parse", "[config]") {
+  scratch s;
+  const auto g = load_gateway(s.write(
+      minimal +
+      "logging: { level: info, format: json, access_log: logs/access.log }\n"
+      "access: { allow: [10.0.0.0/8, '2001:db8::/32'], deny: [192.0.2.0/24, 198.51.100.7] }\n"
+      "shutdown: { delay: 5s, drain_timeout: 250ms }\n"));
+  CHECK(g.logging.format == logging_config::log_format::json);
+  CHECK(g.logging.access_log == logging_config::destination::file);
+  CHECK(g.logging.access_log_path == (s.dir / "logs/access.log").string());
+  REQUIRE(g.access.allow.size() == 2);
+  CHECK(g.access.allow[1].to_string() == "2001:db8::/32");
+  REQUIRE(g.access.deny.size() == 2);
+  CHECK(g.access.deny[1].to_string() == "198.51.100.7/32");
+  CHECK(g.shutdown.delay == std::chrono::seconds(5));
+  CHECK(g.shutdown.drain_timeout == std::chrono::milliseconds(250));
+  for (const char* spelling : {"stdout", "'-'", "true", "on"}) {
+    INFO(spelling);
+    const auto h = load_gateway(s.write(minimal + "logging: { access_log: " + spelling + " }\n"));
+    CHECK(h.logging.access_log == logging_config::destination::standard_output);
+    CHECK(h.logging.access_log_on());
+  }
+  for (const char* spelling : {"false", "off", "no"}) {
+    INFO(spelling);
+    const auto h = load_gateway(s.write(minimal + "logging: { access_log: " + spelling + " }\n"));
+    CHECK_FALSE(h.logging.access_log_on());
+  }
 }
 
 TEST_CASE("route path options parse and default to off", "[config]") {
@@ -191,7 +223,7 @@ TEST_CASE("every gateway error names file, line and key", "[config]") {
       {minimal + "colour: red\n",
        "g.yaml:5: colour: unknown key (expected listeners, admin, workers, limits, "
        "trusted_proxies, "
-       "upstreams, routes, default_route, policies, pow, store or logging)"},
+       "upstreams, routes, default_route, policies, pow, store, logging, access or shutdown)"},
       {l + up + "default_route: { category: general, upstream: app }\n",
        "g.yaml:1: policies: missing required key"},
       {l + up + "default_route: { category: general, upstream: app }\npolicies: []\n",
@@ -297,6 +329,20 @@ TEST_CASE("every gateway error names file, line and key", "[config]") {
        "'0'"},
       {minimal + "logging: { level: loud }\n",
        "g.yaml:5: logging.level: expected trace, debug, info, warn, error or off, got 'loud'"},
+      {minimal + "logging: { format: xml }\n",
+       "g.yaml:5: logging.format: expected text or json, got 'xml'"},
+      {minimal + "logging: { access_log: '' }\n",
+       "g.yaml:5: logging.access_log: expected false, true, stdout or a file path"},
+      {minimal + "access: { allow: [10.0.0.0/33] }\n",
+       "g.yaml:5: access.allow[0]: invalid CIDR '10.0.0.0/33' (expected e.g. 10.0.0.0/8 or "
+       "2001:db8::/32)"},
+      {minimal + "access: { deny: [x], allow: [] }\n",
+       "g.yaml:5: access.deny[0]: invalid CIDR 'x' (expected e.g. 10.0.0.0/8 or 2001:db8::/32)"},
+      {minimal + "access: { block: [] }\n",
+       "g.yaml:5: access.block: unknown key (expected allow or deny)"},
+      {minimal + "shutdown: { delay: 2h }\n", "g.yaml:5: shutdown.delay: must be at most 1h"},
+      {minimal + "shutdown: { drain: 1s }\n",
+       "g.yaml:5: shutdown.drain: unknown key (expected delay or drain_timeout)"},
   };
   for (const bad& b : cases) {
     INFO(b.yaml);

@@ -129,7 +129,10 @@ const std::vector<row> rows = {
     {"logging (live)",
      [](gateway_config& g) {
        g.logging.level = "debug";
-       g.logging.access_log = true;
+       g.logging.access_log = logging_config::destination::standard_output;
+       g.logging.format = logging_config::log_format::json;
+       g.access.deny.push_back(core::cidr::parse("192.0.2.0/24").value());
+       g.shutdown.delay = std::chrono::seconds(3);
      },
      {}},
     {"upstreams, trusted proxies (live)",

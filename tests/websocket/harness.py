@@ -128,7 +128,7 @@ def _stop_everything():
 
 
 def _port_after(line):
-    m = re.search(r":(\d+)\s*$", line)
+    m = re.search(r":(\d+)(?:\"\})?\s*$", line)  # text, or the end of a JSON log line
     if not m:
         raise RuntimeError("no port in: " + line)
     return int(m.group(1))
