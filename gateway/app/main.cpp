@@ -18,6 +18,7 @@
 
 #include "gateway/app/admin_api.hpp"
 #include "gateway/app/logging.hpp"
+#include "gateway/app/notify.hpp"
 #include "gateway/config/error.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/config/reload_diff.hpp"
@@ -437,6 +438,7 @@ int run(const std::string& path) {
                admin->endpoint().port());
   admin->start();
   server.start();
+  app::notify_systemd("READY=1");  // Type=notify: systemd may now send reloads
 
   // SIGTERM/SIGINT: /readyz says 503 at once, serving goes on for shutdown.delay (balancers
   // notice), then the listeners close and requests in flight have shutdown.drain_timeout. The
@@ -463,7 +465,9 @@ int run(const std::string& path) {
       [&](const boost::system::error_code& ec, int signo) {
         if (ec) return;
         if (signo == SIGHUP) {
+          app::notify_reloading();
           reload({path, identity_key, metrics, pow_state, server, current, access_log});
+          app::notify_systemd("READY=1");
         } else if (signo == SIGUSR1) {
           try {
             app::open_access_log(access_log, current->config.logging);
@@ -473,6 +477,7 @@ int run(const std::string& path) {
           }
         } else if (!draining) {
           draining = true;
+          app::notify_systemd("STOPPING=1");
           const auto wait = current->config.shutdown.delay;
           spdlog::info("signal {}: draining; not ready, still serving for {} ms", signo,
                        std::chrono::duration_cast<std::chrono::milliseconds>(wait).count());

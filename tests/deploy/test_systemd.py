@@ -70,6 +70,9 @@ class Directives(unittest.TestCase):
         self.assertRegex(self.one("ExecStart"), r"^/usr/local/bin/tollgate --config /etc/tollgate/gateway.yaml$")
         self.assertEqual(self.one("ExecReload"), "/bin/kill -HUP $MAINPID")
         self.assertEqual(self.one("Restart"), "on-failure")
+        # The gateway speaks sd_notify (READY=1 once serving; tests/ops checks the datagrams).
+        self.assertEqual(self.one("Type"), "notify")
+        self.assertEqual(self.one("NotifyAccess"), "main")
         self.assertEqual(self.one("KillSignal"), "SIGTERM")
         self.assertEqual(self.one("EnvironmentFile").lstrip("-"), "/etc/tollgate/tollgate.env")
         self.assertEqual(self.one("WantedBy", "Install"), "multi-user.target")

@@ -281,6 +281,35 @@ class Drain(Fixture):
         self.assertLess(time.monotonic() - started, 5)
 
 
+class SystemdNotify(Fixture):
+    """Type=notify: the gateway tells systemd through NOTIFY_SOCKET when it is ready, reloading
+    and stopping (sd_notify's datagrams, as systemd receives them)."""
+
+    def test_ready_reloading_and_stopping_are_announced(self):
+        d = h.tempfile.mkdtemp(prefix="tollgate-notify-")
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "notify")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.addCleanup(sock.close)
+        sock.bind(path)
+        sock.settimeout(10)
+        os.environ["NOTIFY_SOCKET"] = path
+        try:
+            gw = self.start()
+        finally:
+            del os.environ["NOTIFY_SOCKET"]
+        self.assertEqual(sock.recv(4096), b"READY=1")
+        # Ready means serving: the listeners answer by then.
+        self.assertEqual(get(gw, "/r", "10.6.0.1")[0], 200)
+        gw.process.signal(signal.SIGHUP)
+        reloading = sock.recv(4096).decode()
+        self.assertRegex(reloading, r"^RELOADING=1\nMONOTONIC_USEC=\d+$")
+        self.assertEqual(sock.recv(4096), b"READY=1")
+        gw.process.signal(signal.SIGTERM)
+        self.assertEqual(sock.recv(4096), b"STOPPING=1")
+        self.assertEqual(gw.process.wait(10), 0)
+
+
 class OperatorMetrics(Fixture):
     def test_the_families_operators_alert_on(self):
         gw = self.start()
