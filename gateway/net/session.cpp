@@ -423,7 +423,6 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   const auto& access = snap.config.access;
   if (!access.deny.empty() && listed(access.deny, r.client)) {
     count_request(w, r, metrics::decision::denied);
-    if (r.upgrade) count_refused_upgrade(w, r, metrics::upgrade_refusal::banned);
     problem_writer(sc.problem, 403, "Forbidden")
         .text("detail", "this address is denied access")
         .text("code", "denied")
