@@ -9,13 +9,14 @@ namespace tollgate::net {
 
 namespace {
 
-/// Appends `s` for a text line: printable ASCII as it is, anything else (spaces excepted) as
-/// \xHH, so that a hostile target cannot end the line or forge another.
+/// Appends `s` for a text line: printable ASCII as it is, anything else (spaces, quotes and
+/// backslashes included) as \xHH, so that a hostile target cannot end the line, forge another,
+/// or shift the fields after it.
 void append_visible(std::string& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
   for (const char c : s) {
     const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f && c != '\\' && c != '"') {
+    if (u > 0x20 && u < 0x7f && c != '\\' && c != '"') {
       out += c;
     } else {
       out += "\\x";

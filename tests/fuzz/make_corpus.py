@@ -261,6 +261,18 @@ def ws_frames():
         write("fuzz_ws_frames", name, bytes([options, seed]) + data)
 
 
+def access_lines():
+    """fuzz_access_lines: method NUL target NUL limit."""
+    seeds = {
+        "plain": b"GET\0/api/profiles/x?a=1\0",
+        "limited": b"POST\0/api/auth/login\0ipv4_individual.short",
+        "quotes": b'GET\0/q?a="b\\c"&d=\x01\x7f\xff\xc3\xa9\0',
+        "newline": b"GET\0/a\r\n{\"forged\":1}\0x",
+    }
+    for name, data in seeds.items():
+        write("fuzz_access_lines", name, data)
+
+
 def redis_replies():
     """fuzz_redis_replies: the first byte says where the input is split in two feeds; then what
     Redis sends the store: a script reply (v4: now, verdict, one element per tier, text past
@@ -291,3 +303,4 @@ if __name__ == "__main__":
     http_heads()
     ws_frames()
     redis_replies()
+    access_lines()
