@@ -76,6 +76,18 @@ void json_start(std::string& out, std::chrono::system_clock::time_point now,
   out += '"';
 }
 
+/// The start both text lines share: `TIME access CLIENT "METHOD TARGET`.
+void text_start(std::string& out, std::chrono::system_clock::time_point now,
+                std::string_view client, std::string_view method, std::string_view target) {
+  core::append_utc_time(out, now);
+  out += " access ";
+  append_visible(out, client);
+  out += " \"";
+  append_visible(out, method);
+  out += ' ';
+  append_visible(out, target);
+}
+
 }  // namespace
 
 void append_access_line(std::string& out, bool json, std::chrono::system_clock::time_point now,
@@ -102,13 +114,7 @@ void append_access_line(std::string& out, bool json, std::chrono::system_clock::
     out += "}\n";
     return;
   }
-  core::append_utc_time(out, now);
-  out += " access ";
-  append_visible(out, e.client);
-  out += " \"";
-  append_visible(out, e.method);
-  out += ' ';
-  append_visible(out, e.target);
+  text_start(out, now, e.client, e.method, e.target);
   out += ' ';
   out += protocol;
   out += "\" ";
@@ -158,13 +164,7 @@ void append_tunnel_line(std::string& out, bool json, std::chrono::system_clock::
     out += "}\n";
     return;
   }
-  core::append_utc_time(out, now);
-  out += " access ";
-  append_visible(out, e.client);
-  out += " \"";
-  append_visible(out, e.method);
-  out += ' ';
-  append_visible(out, e.target);
+  text_start(out, now, e.client, e.method, e.target);
   out += "\" category=";
   append_visible(out, e.category);
   out += " websocket closed code=";
