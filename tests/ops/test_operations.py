@@ -203,7 +203,11 @@ class AccessLists(Fixture):
         # Not listed: limited as usual (burst 2).
         self.assertEqual([get(gw, "/x", "10.51.0.1")[0] for _ in range(3)], [200, 200, 429])
         self.assertEqual(self.echo.stats()["requests"] - before, 6 + 3 + 2)
-        m = h.Metrics(gw.metrics_text())
+        # Responses are counted after their last byte went out: wait for the last one.
+        m = wait_for(lambda: (lambda x: x if x.value("tollgate_responses_total", category="general",
+                                                     code_class="2xx") >= 11 else None)(
+            h.Metrics(gw.metrics_text())))
+        self.assertTrue(m, "the responses are never counted")
         self.assertEqual(m.value("tollgate_requests_total", category="general", decision="denied"), 1)
         self.assertEqual(m.value("tollgate_requests_total", category="general", decision="allowed"), 11)
         self.assertEqual(m.value("tollgate_responses_total", category="general", code_class="4xx"), 2)
@@ -337,7 +341,9 @@ class OperatorMetrics(Fixture):
 
         for _ in range(3):
             get(gw, "/m", "10.4.0.1")
+        # Responses are counted once sent, bytes once a connection ends: wait for both.
         m = wait_for(lambda: (lambda x: x if x.value("tollgate_received_bytes_total", listener="public") > 0
+                              and x.value("tollgate_request_duration_seconds_count", category="general") >= 3
                               else None)(h.Metrics(gw.metrics_text())))
         self.assertTrue(m, "bytes are counted once connections end")
         self.assertEqual(m.get("tollgate_rate_limited_total", category="general",
@@ -380,7 +386,11 @@ class OperatorMetrics(Fixture):
         m = h.Metrics(gw.metrics_text())
         self.assertEqual(m.get("tollgate_upstream_endpoint_up", upstream="app", endpoint=f"127.0.0.1:{port}"), 1)
         self.assertEqual(get(gw, "/spare/x", "10.5.0.1")[0], 502)
-        m = h.Metrics(gw.metrics_text())
+        # The response is counted after its last byte went out: the client may ask first.
+        m = wait_for(lambda: (lambda x: x if x.value("tollgate_responses_total", category="spare",
+                                                     code_class="5xx") >= 1 else None)(
+            h.Metrics(gw.metrics_text())))
+        self.assertTrue(m, "the 502 is never counted")
         self.assertEqual(m.get("tollgate_upstream_endpoint_up", upstream="app", endpoint=f"127.0.0.1:{port}"), 0)
         self.assertEqual(m.get("tollgate_responses_total", category="spare", code_class="5xx"), 1)
 
