@@ -445,8 +445,7 @@ int run(const std::string& path) {
   // admin listener answers until the end. A second signal skips what is left of the delay.
   asio::steady_timer delay(control);
   std::thread stopper;
-  auto stop_serving = [&] {
-    if (stopper.joinable()) return;
+  auto stop_serving = [&] {  // the delay's handler: runs once
     const auto drain = current->config.shutdown.drain_timeout;
     spdlog::info("closing the listeners; requests in flight have {} ms",
                  std::chrono::duration_cast<std::chrono::milliseconds>(drain).count());

@@ -1,8 +1,10 @@
 #pragma once
 /// IP addresses and CIDR blocks: the client identity every limit, violation and ban is keyed on.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -77,5 +79,10 @@ class cidr {
   address network_;          ///< the first address of the block
   std::uint8_t prefix_ = 0;  ///< 0..32 or 0..128
 };
+
+/// Whether `a` lies in one of `blocks` (trusted proxies, access lists: short, scanned in order).
+inline bool in_any(std::span<const cidr> blocks, const address& a) noexcept {
+  return std::any_of(blocks.begin(), blocks.end(), [&](const cidr& c) { return c.contains(a); });
+}
 
 }  // namespace tollgate::core

@@ -34,7 +34,6 @@ void log_file::open(const std::string& path) {
     ::dup3(fresh, fd, O_CLOEXEC);
     ::close(fresh);
   }
-  path_ = path;
 }
 
 void log_file::write(std::string_view line) noexcept {

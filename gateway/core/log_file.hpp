@@ -20,17 +20,12 @@ class log_file {
   log_file(const log_file&) = delete;
   log_file& operator=(const log_file&) = delete;
 
-  /// Sends lines to `path`, or to the standard output when `path` is empty. The descriptor
-  /// writers use keeps its number: the new file is put in its place (dup2), so a line being
-  /// written meanwhile goes to the old file or the new one, never to a closed descriptor.
-  /// Throws std::runtime_error naming the file when it cannot be opened (then nothing
-  /// changes).
+  /// Sends lines to `path`, or to the standard output when `path` is empty; called again with
+  /// the same path after logrotate moved the file away. The descriptor writers use keeps its
+  /// number: the new file is put in its place (dup3), so a line being written meanwhile goes
+  /// to the old file or the new one, never to a closed descriptor. Throws std::runtime_error
+  /// naming the file when it cannot be opened (then nothing changes).
   void open(const std::string& path);
-  /// Opens the current file again (after logrotate moved it away); nothing for the standard
-  /// output. Throws as open().
-  void reopen() { open(path_); }
-  /// The file, or "" for the standard output.
-  const std::string& path() const noexcept { return path_; }
 
   /// Writes `line` (which ends with '\n') in one system call; a short write is finished with
   /// more. Lost when the destination fails (a full disk must not stop the gateway).
@@ -38,7 +33,6 @@ class log_file {
 
  private:
   std::atomic<int> fd_{-1};  ///< our own descriptor; its number never changes once set
-  std::string path_;         ///< what it points to ("" : the standard output)
 };
 
 /// Appends `t` as an RFC 3339 time in UTC with milliseconds: 2026-11-23T09:24:23.123Z.

@@ -38,6 +38,13 @@ ClientMetric counter_metric(std::vector<ClientMetric::Label> labels, double valu
   return m;
 }
 
+/// A counter sample of `labels`: `pick(worker)` summed over `workers`.
+template <class W, class Pick>
+ClientMetric summed(const std::vector<const W*>& workers, std::vector<ClientMetric::Label> labels,
+                    Pick pick) {
+  return counter_metric(std::move(labels), static_cast<double>(sum(workers, pick)));
+}
+
 template <std::size_t N, class W, class Pick>
 ClientMetric histogram_metric(const std::vector<const W*>& workers,
                               const std::array<double, N>& bounds, Pick pick,
@@ -46,15 +53,14 @@ ClientMetric histogram_metric(const std::vector<const W*>& workers,
   m.label = std::move(labels);
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i <= N; ++i) {
-    cumulative +=
-        sum(workers, [&](const W& w) -> const counter& { return pick(w).buckets[i]; });
+    cumulative += sum(workers, [&](const W& w) -> const counter& { return pick(w).buckets[i]; });
     if (i < N) m.histogram.bucket.push_back({cumulative, bounds[i]});
   }
   m.histogram.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
   m.histogram.sample_count = cumulative;
   m.histogram.sample_sum =
-      static_cast<double>(sum(
-          workers, [&](const W& w) -> const counter& { return pick(w).sum_ns; })) /
+      static_cast<double>(
+          sum(workers, [&](const W& w) -> const counter& { return pick(w).sum_ns; })) /
       1e9;
   return m;
 }
@@ -81,14 +87,9 @@ MetricFamily single_gauge(std::string name, std::string help, double value) {
   return f;
 }
 
-/// The label indices to show: `in_force` (without repeats), or every one of `all` names.
+/// The label indices of `in_force`, without repeats (names past max_names share "other").
 std::vector<std::size_t> shown(const std::vector<std::uint16_t>& in_force, std::size_t all) {
   std::vector<std::size_t> out;
-  if (in_force.empty()) {
-    for (std::size_t i = 0; i < all; ++i)
-      out.push_back(i);
-    return out;
-  }
   for (const auto i : in_force) {
     if (i < all && std::find(out.begin(), out.end(), i) == out.end()) out.push_back(i);
   }
@@ -176,43 +177,30 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   for (std::size_t k = 0; k < in_force.size(); ++k) {
     const std::size_t c = in_force[k];
     for (std::size_t d = 0; d < decision_count; ++d) {
-      requests.metric.push_back(counter_metric(
-          {{"category", categories[c]},
-           {"decision", std::string(decision_name(static_cast<decision>(d)))}},
-          static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
-            return w.requests[c][d];
-          }))));
+      requests.metric.push_back(
+          summed(workers,
+                 {{"category", categories[c]},
+                  {"decision", std::string(decision_name(static_cast<decision>(d)))}},
+                 [&](const worker_counters& w) -> const counter& { return w.requests[c][d]; }));
     }
     for (std::size_t cl = 0; cl < code_class_names.size(); ++cl) {
-      responses.metric.push_back(counter_metric(
-          {{"category", categories[c]}, {"code_class", std::string(code_class_names[cl])}},
-          static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
-            return w.responses[c][cl];
-          }))));
+      responses.metric.push_back(summed(
+          workers, {{"category", categories[c]}, {"code_class", std::string(code_class_names[cl])}},
+          [&](const worker_counters& w) -> const counter& { return w.responses[c][cl]; }));
     }
     durations_client.metric.push_back(histogram_metric(
         workers, request_buckets,
         [&](const worker_counters& w) -> const auto& { return w.request_duration[c]; },
         {{"category", categories[c]}}));
-    // The category's limits (all of them at 0 from the start), or, when the caller does not
-    // say, every limit that ever bound.
-    std::vector<std::size_t> limits;
-    const bool known = k < values.category_limits.size() && !values.categories.empty();
-    if (known) {
-      limits = shown(values.category_limits[k], limit_names.size());
-    } else {
-      limits = shown({}, limit_names.size());
-    }
-    for (const std::size_t l : limits) {
+    // The category's limits: enforced rejections at 0 from the start, shadow ones once they
+    // happen.
+    for (const std::size_t l : shown(values.category_limits[k], limit_names.size())) {
       for (std::size_t t = 0; t < 2; ++t) {
         for (std::size_t m = 0; m < limit_mode_names.size(); ++m) {
           const auto n = sum(workers, [&](const worker_counters& w) -> const counter& {
             return w.rate_limited[c][l][t][m];
           });
-          // Enforced rejections of the category's limits from the start; shadow ones (and,
-          // without the category's limits, any) once they happen.
-          const bool always = known && m == static_cast<std::size_t>(limit_mode::enforce);
-          if (n == 0 && !always) continue;
+          if (n == 0 && m != static_cast<std::size_t>(limit_mode::enforce)) continue;
           limited.metric.push_back(
               counter_metric({{"category", categories[c]},
                               {"level", limit_names[l]},
@@ -241,12 +229,11 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
              "Time from sending a request upstream to its response head.", MetricType::Histogram);
   for (const std::size_t u : shown(values.upstreams, upstreams.size())) {
     for (std::size_t k = 0; k < upstream_error_count; ++k) {
-      errors.metric.push_back(counter_metric(
+      errors.metric.push_back(summed(
+          workers,
           {{"upstream", upstreams[u]},
            {"kind", std::string(upstream_error_name(static_cast<upstream_error>(k)))}},
-          static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
-            return w.upstream_errors[u][k];
-          }))));
+          [&](const worker_counters& w) -> const counter& { return w.upstream_errors[u][k]; }));
     }
     durations.metric.push_back(histogram_metric(
         workers, upstream_buckets,
@@ -275,16 +262,14 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   auto active = family("tollgate_connections_active", "Open client connections by listener.",
                        MetricType::Gauge);
   for (std::size_t l = 0; l < listeners.size(); ++l) {
-    ClientMetric m;
-    m.label = {{"listener", listeners[l]}};
     const auto opened = sum(workers, [&](const worker_counters& w) -> const counter& {
       return w.connections_opened[l];
     });
     const auto closed = sum(workers, [&](const worker_counters& w) -> const counter& {
       return w.connections_closed[l];
     });
-    m.gauge.value = static_cast<double>(opened - closed);
-    active.metric.push_back(std::move(m));
+    active.metric.push_back(
+        gauge_metric({{"listener", listeners[l]}}, static_cast<double>(opened - closed)));
   }
   out.push_back(std::move(active));
 
@@ -295,22 +280,6 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
       family("tollgate_idle_connections_closed_total",
              "Idle keep-alive connections closed to make room for new ones at max_connections.",
              MetricType::Counter);
-  for (std::size_t l = 0; l < listeners.size(); ++l) {
-    for (std::size_t k = 0; k < refusal_count; ++k) {
-      refused.metric.push_back(counter_metric(
-          {{"listener", listeners[l]}, {"reason", std::string(refusal_names[k])}},
-          static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
-            return w.connections_refused[l][k];
-          }))));
-    }
-    idle_closed.metric.push_back(counter_metric(
-        {{"listener", listeners[l]}},
-        static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
-          return w.idle_closed[l];
-        }))));
-  }
-  out.push_back(std::move(refused));
-  out.push_back(std::move(idle_closed));
   auto received = family("tollgate_received_bytes_total",
                          "Bytes received from clients, by listener (TCP payload, counted when a "
                          "connection ends).",
@@ -320,31 +289,33 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
                      "when a connection ends).",
                      MetricType::Counter);
   for (std::size_t l = 0; l < listeners.size(); ++l) {
-    received.metric.push_back(counter_metric(
-        {{"listener", listeners[l]}},
-        static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
-          return w.bytes_received[l];
-        }))));
-    sent.metric.push_back(counter_metric(
-        {{"listener", listeners[l]}},
-        static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
-          return w.bytes_sent[l];
-        }))));
+    for (std::size_t k = 0; k < refusal_count; ++k) {
+      refused.metric.push_back(summed(
+          workers, {{"listener", listeners[l]}, {"reason", std::string(refusal_names[k])}},
+          [&](const worker_counters& w) -> const counter& { return w.connections_refused[l][k]; }));
+    }
+    idle_closed.metric.push_back(
+        summed(workers, {{"listener", listeners[l]}},
+               [&](const worker_counters& w) -> const counter& { return w.idle_closed[l]; }));
+    received.metric.push_back(
+        summed(workers, {{"listener", listeners[l]}},
+               [&](const worker_counters& w) -> const counter& { return w.bytes_received[l]; }));
+    sent.metric.push_back(
+        summed(workers, {{"listener", listeners[l]}},
+               [&](const worker_counters& w) -> const counter& { return w.bytes_sent[l]; }));
   }
+  out.push_back(std::move(refused));
+  out.push_back(std::move(idle_closed));
   out.push_back(std::move(received));
   out.push_back(std::move(sent));
 
   auto tracked =
       family("tollgate_tracked_keys", "Limiter entries held, by level.", MetricType::Gauge);
-  for (const auto& [level, value] : values.tracked_keys) {
-    ClientMetric m;
-    m.label = {{"level", level}};
-    m.gauge.value = value;
-    tracked.metric.push_back(std::move(m));
-  }
+  for (const auto& [level, value] : values.tracked_keys)
+    tracked.metric.push_back(gauge_metric({{"level", level}}, value));
   out.push_back(std::move(tracked));
-  auto entries = family("tollgate_table_entries", "Entries held by each bounded table.",
-                        MetricType::Gauge);
+  auto entries =
+      family("tollgate_table_entries", "Entries held by each bounded table.", MetricType::Gauge);
   auto capacity = family("tollgate_table_capacity", "Most entries each bounded table holds.",
                          MetricType::Gauge);
   auto evictions = family("tollgate_table_evictions_total",
@@ -363,22 +334,18 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   auto challenges = family("tollgate_pow_challenges_total",
                            "Proof-of-work challenges issued (428).", MetricType::Counter);
   for (const std::size_t c : in_force) {
-    challenges.metric.push_back(counter_metric(
-        {{"category", categories[c]}},
-        static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
-          return w.pow_challenges[c];
-        }))));
+    challenges.metric.push_back(
+        summed(workers, {{"category", categories[c]}},
+               [&](const worker_counters& w) -> const counter& { return w.pow_challenges[c]; }));
   }
   out.push_back(std::move(challenges));
 
   auto verifications = family("tollgate_pow_verifications_total",
                               "Proofs of work checked, by result.", MetricType::Counter);
   for (std::size_t i = 0; i < verification_results.size(); ++i) {
-    verifications.metric.push_back(counter_metric(
-        {{"result", std::string(verification_results[i])}},
-        static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
-          return w.pow_verifications[i];
-        }))));
+    verifications.metric.push_back(
+        summed(workers, {{"result", std::string(verification_results[i])}},
+               [&](const worker_counters& w) -> const counter& { return w.pow_verifications[i]; }));
   }
   out.push_back(std::move(verifications));
 
@@ -386,18 +353,15 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
   auto violations =
       family("tollgate_violations_total", "Violations recorded, by reason.", MetricType::Counter);
   for (std::size_t i = 0; i < reasons.size(); ++i) {
-    violations.metric.push_back(counter_metric(
-        {{"reason", reasons[i]}},
-        static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
-          return w.violations[i];
-        }))));
+    violations.metric.push_back(
+        summed(workers, {{"reason", reasons[i]}},
+               [&](const worker_counters& w) -> const counter& { return w.violations[i]; }));
   }
   out.push_back(std::move(violations));
 
   auto bans = family("tollgate_bans_total", "Bans imposed.", MetricType::Counter);
-  bans.metric.push_back(counter_metric(
-      {}, static_cast<double>(
-              sum(workers, [](const worker_counters& w) -> const counter& { return w.bans; }))));
+  bans.metric.push_back(
+      summed(workers, {}, [](const worker_counters& w) -> const counter& { return w.bans; }));
   out.push_back(std::move(bans));
   out.push_back(single_gauge("tollgate_bans_active", "Bans in force.", values.active_bans));
   out.push_back(single_gauge("tollgate_active_bans",
@@ -407,42 +371,35 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
 
   auto ws_active = family("tollgate_websocket_connections",
                           "Open WebSocket connections by category.", MetricType::Gauge);
-  auto ws_messages = family("tollgate_websocket_messages_total",
-                            "WebSocket messages relayed, by category and direction.",
-                            MetricType::Counter);
+  auto ws_messages =
+      family("tollgate_websocket_messages_total",
+             "WebSocket messages relayed, by category and direction.", MetricType::Counter);
   auto ws_limited = family("tollgate_websocket_messages_limited_total",
                            "WebSocket messages from clients over the message limit, by action.",
                            MetricType::Counter);
-  auto ws_refused = family("tollgate_websocket_upgrades_refused_total",
-                           "WebSocket upgrades refused, by category and reason.",
-                           MetricType::Counter);
+  auto ws_refused =
+      family("tollgate_websocket_upgrades_refused_total",
+             "WebSocket upgrades refused, by category and reason.", MetricType::Counter);
   for (const std::size_t c : in_force) {
     const auto opened =
         sum(workers, [&](const worker_counters& w) -> const counter& { return w.ws_opened[c]; });
     const auto closed =
         sum(workers, [&](const worker_counters& w) -> const counter& { return w.ws_closed[c]; });
-    ClientMetric m;
-    m.label = {{"category", categories[c]}};
-    m.gauge.value = static_cast<double>(opened - closed);
-    ws_active.metric.push_back(std::move(m));
+    ws_active.metric.push_back(
+        gauge_metric({{"category", categories[c]}}, static_cast<double>(opened - closed)));
     for (std::size_t d = 0; d < ws_direction_names.size(); ++d) {
-      ws_messages.metric.push_back(counter_metric(
-          {{"category", categories[c]}, {"direction", std::string(ws_direction_names[d])}},
-          static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
-            return w.ws_messages[c][d];
-          }))));
+      ws_messages.metric.push_back(summed(
+          workers, {{"category", categories[c]}, {"direction", std::string(ws_direction_names[d])}},
+          [&](const worker_counters& w) -> const counter& { return w.ws_messages[c][d]; }));
     }
     for (std::size_t a = 0; a < ws_action_names.size(); ++a) {
-      ws_limited.metric.push_back(counter_metric(
-          {{"category", categories[c]}, {"action", std::string(ws_action_names[a])}},
-          static_cast<double>(sum(workers, [&](const worker_counters& w) -> const counter& {
-            return w.ws_limited[c][a];
-          }))));
+      ws_limited.metric.push_back(summed(
+          workers, {{"category", categories[c]}, {"action", std::string(ws_action_names[a])}},
+          [&](const worker_counters& w) -> const counter& { return w.ws_limited[c][a]; }));
     }
     for (std::size_t k = 0; k < upgrade_refusal_count; ++k) {
-      const auto n = sum(workers, [&](const worker_counters& w) -> const counter& {
-        return w.ws_refused[c][k];
-      });
+      const auto n = sum(
+          workers, [&](const worker_counters& w) -> const counter& { return w.ws_refused[c][k]; });
       if (n == 0) continue;  // only reasons that happened
       ws_refused.metric.push_back(counter_metric(
           {{"category", categories[c]}, {"reason", std::string(upgrade_refusal_names[k])}},
@@ -459,9 +416,8 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
                           MetricType::Counter);
   for (std::size_t b = 0; b < ws_closer_names.size(); ++b) {
     for (std::size_t k = 0; k < ws_close_code_count; ++k) {
-      const auto n = sum(workers, [&](const worker_counters& w) -> const counter& {
-        return w.ws_closes[b][k];
-      });
+      const auto n = sum(
+          workers, [&](const worker_counters& w) -> const counter& { return w.ws_closes[b][k]; });
       if (n == 0) continue;
       const std::string code =
           k < ws_close_codes.size() ? std::to_string(ws_close_codes[k]) : std::string("other");
@@ -510,34 +466,28 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
                             "answer.",
                             MetricType::Counter);
     for (std::size_t k = 0; k < store_source_names.size(); ++k) {
-      decisions.metric.push_back(counter_metric(
-          {{"source", std::string(store_source_names[k])}},
-          static_cast<double>(
-              sum(st, [&](const store_counters& w) -> const counter& { return w.decisions[k]; }))));
+      decisions.metric.push_back(
+          summed(st, {{"source", std::string(store_source_names[k])}},
+                 [&](const store_counters& w) -> const counter& { return w.decisions[k]; }));
     }
     out.push_back(std::move(decisions));
-    auto errors = family("tollgate_store_errors_total", "Failed or redirected Redis calls, by kind.",
-                         MetricType::Counter);
+    auto errors = family("tollgate_store_errors_total",
+                         "Failed or redirected Redis calls, by kind.", MetricType::Counter);
     for (std::size_t k = 0; k < store_error_names.size(); ++k) {
-      errors.metric.push_back(counter_metric(
-          {{"kind", std::string(store_error_names[k])}},
-          static_cast<double>(
-              sum(st, [&](const store_counters& w) -> const counter& { return w.errors[k]; }))));
+      errors.metric.push_back(
+          summed(st, {{"kind", std::string(store_error_names[k])}},
+                 [&](const store_counters& w) -> const counter& { return w.errors[k]; }));
     }
     out.push_back(std::move(errors));
-    auto latency = family("tollgate_store_latency_seconds",
-                          "Time from sending a decision to Redis to its reply.",
-                          MetricType::Histogram);
+    auto latency =
+        family("tollgate_store_latency_seconds",
+               "Time from sending a decision to Redis to its reply.", MetricType::Histogram);
     latency.metric.push_back(histogram_metric(
         st, store_buckets, [](const store_counters& w) -> const auto& { return w.latency; }, {}));
     out.push_back(std::move(latency));
-    auto degraded = family("tollgate_store_degraded",
-                           "1 while Redis cannot be reached and fail_mode decides, else 0.",
-                           MetricType::Gauge);
-    ClientMetric m;
-    m.gauge.value = values.store_degraded ? 1 : 0;
-    degraded.metric.push_back(std::move(m));
-    out.push_back(std::move(degraded));
+    out.push_back(single_gauge("tollgate_store_degraded",
+                               "1 while Redis cannot be reached and fail_mode decides, else 0.",
+                               values.store_degraded ? 1 : 0));
   }
 
   std::ostringstream text;

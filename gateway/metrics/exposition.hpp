@@ -48,12 +48,12 @@ struct scrape_values {
   std::vector<table_values> tables;                          ///< every bounded table
   double active_bans = 0;                                    ///< bans in force
   /// Label indices of the categories in force (a category a reload removed has no series
-  /// any more); empty: every category ever named.
+  /// any more).
   std::vector<std::uint16_t> categories;
   /// Per entry of `categories`, the label indices (`level`) of its limits: each has a
   /// tollgate_rate_limited_total series from the start, at 0.
   std::vector<std::vector<std::uint16_t>> category_limits;
-  std::vector<std::uint16_t> upstreams;  ///< label indices of the upstreams in force; empty: all
+  std::vector<std::uint16_t> upstreams;  ///< label indices of the upstreams in force
   std::vector<endpoint_values> endpoints;  ///< of the upstreams in force
   std::string version;                     ///< tollgate_build_info{version}
   /// The Redis store's counters per worker (none with the in-process store).

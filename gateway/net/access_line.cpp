@@ -67,13 +67,18 @@ void json_seconds(std::string& out, std::string_view name, double seconds) {
   }
 }
 
+/// The start both json lines share: time, type, client, method and path.
 void json_start(std::string& out, std::chrono::system_clock::time_point now,
-                std::string_view type) {
+                std::string_view type, std::string_view client, std::string_view method,
+                std::string_view target) {
   out += "{\"time\":\"";
   core::append_utc_time(out, now);
   out += "\",\"type\":\"";
   out += type;
   out += '"';
+  json_text(out, "client", client);
+  json_text(out, "method", method);
+  json_text(out, "path", target);
 }
 
 /// The start both text lines share: `TIME access CLIENT "METHOD TARGET`.
@@ -94,10 +99,7 @@ void append_access_line(std::string& out, bool json, std::chrono::system_clock::
                         const access_entry& e) {
   const std::string_view protocol = e.version == 10 ? "HTTP/1.0" : "HTTP/1.1";
   if (json) {
-    json_start(out, now, "access");
-    json_text(out, "client", e.client);
-    json_text(out, "method", e.method);
-    json_text(out, "path", e.target);
+    json_start(out, now, "access", e.client, e.method, e.target);
     json_text(out, "protocol", protocol);
     if (e.status == 0) {
       out += ",\"status\":null";
@@ -151,10 +153,7 @@ void append_access_line(std::string& out, bool json, std::chrono::system_clock::
 void append_tunnel_line(std::string& out, bool json, std::chrono::system_clock::time_point now,
                         const tunnel_entry& e) {
   if (json) {
-    json_start(out, now, "websocket_closed");
-    json_text(out, "client", e.client);
-    json_text(out, "method", e.method);
-    json_text(out, "path", e.target);
+    json_start(out, now, "websocket_closed", e.client, e.method, e.target);
     json_text(out, "category", e.category);
     json_number(out, "code", e.code);
     json_text(out, "closed_by", e.by);

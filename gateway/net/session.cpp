@@ -20,19 +20,6 @@ namespace tollgate::net {
 
 namespace {
 
-/// Whether `a` lies in one of `blocks` (the access lists: short, scanned in order).
-bool listed(const std::vector<core::cidr>& blocks, const core::address& a) noexcept {
-  for (const auto& b : blocks) {
-    if (b.contains(a)) return true;
-  }
-  return false;
-}
-
-/// Seconds from `start` to now.
-double seconds_since(std::chrono::steady_clock::time_point start) noexcept {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 /// Header lookup for the router, which sees no Beast types.
 std::string_view header_of(const void* fields, std::string_view name) {
   const auto& f = *static_cast<const net::fields*>(fields);
@@ -395,7 +382,7 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   r.keep_alive = req.keep_alive();
   r.version = req.version();
   r.started = std::chrono::steady_clock::now();
-  r.exempt = false;
+  r.exempt = false;  // a 400 below is answered before the lists are read
   r.upstream_seconds = -1;
   if (const std::string_view fault = head_fault(*r.parser, r.has_host); !fault.empty()) {
     return refuse_head(r, sc, http::status::bad_request, problem_body(400, "Bad Request", fault));
@@ -415,13 +402,15 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   r.who = policy::subjects_of(r.client, snap.policy.prefixes());
   // A category without proof of work has no use for a proof (it is still removed upstream).
   const bool pow_category = category.pow.enabled || category.pow.on_limit;
+  // The access lists come before everything else (DESIGN §9): deny answers here, allow
+  // passes the gate.
+  const auto& access = snap.config.access;
+  r.exempt = core::in_any(access.allow, r.client);
   r.gate = {&category, &r.who, pow_category ? sv(req[pow_solution_field]) : std::string_view(),
-            w.shared.clock.now()};
+            w.shared.clock.now(), r.exempt};
   sc.fields.present = false;
   sc.fields.shadow.clear();
-  // The access lists come before everything else (DESIGN §9).
-  const auto& access = snap.config.access;
-  if (!access.deny.empty() && listed(access.deny, r.client)) {
+  if (core::in_any(access.deny, r.client)) {
     count_request(w, r, metrics::decision::denied);
     problem_writer(sc.problem, 403, "Forbidden")
         .text("detail", "this address is denied access")
@@ -430,15 +419,6 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
     sc.problem_fields.clear();
     return answer_locally(r, sc, http::status::forbidden, nullptr,
                           r.keep_alive && r.parser->is_done());
-  }
-  if (!access.allow.empty() && listed(access.allow, r.client)) {
-    // Forwarded without a look at bans, proofs or limits; counted as allowed.
-    r.exempt = true;
-    r.verdict.result = policy::outcome::allowed;
-    r.verdict.ask_limits = false;
-    r.verdict.limits_checked = false;
-    r.verdict.effects = {};
-    return conclude(w, sc);
   }
   w.shared.gate.before_limits(r.gate, r.verdict);
   if (!r.verdict.ask_limits) return conclude(w, sc);
@@ -485,10 +465,8 @@ task<next_step> await_limits(worker& w, connection_scratch& sc) {
 }
 
 /// One access log line for the request in hand, `seconds` after its head came, with
-/// `written` bytes sent to the client so far on its connection (only when the access log is
-/// on: nothing is formatted per request otherwise).
+/// `written` bytes sent to the client so far on its connection.
 void log_access(worker& w, connection_scratch& sc, double seconds, std::uint64_t written) {
-  if (w.shared.access_log == nullptr) return;
   const request_in_hand& r = sc.request;
   const auto& req = r.parser->get();
   // The binding limit: the one that rejected, or, forwarded past a shadowed limit, that one;
@@ -515,13 +493,20 @@ void log_access(worker& w, connection_scratch& sc, double seconds, std::uint64_t
   w.shared.access_log->write(line);
 }
 
-/// Counts the response to the request in hand, `seconds` after its head came (by status
-/// class and time, tollgate_responses_total and tollgate_request_duration_seconds).
-void count_response(worker& w, const connection_scratch& sc, double seconds) {
+/// Phase 5, once the response to the request in hand is sent (its last byte: `written` so
+/// far on the connection): counts it by status class and time (tollgate_responses_total,
+/// tollgate_request_duration_seconds) and logs it when the access log is on (nothing is
+/// formatted per request otherwise).
+void finish_request(worker& w, connection_scratch& sc, std::uint64_t written) {
   const request_in_hand& r = sc.request;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - r.started).count();
   const std::size_t c = r.snap->metric_of(*r.route->category);
   if (sc.status != 0) w.counters.responses[c][metrics::code_class_of(sc.status)].add();
   w.counters.request_duration[c].observe(seconds, metrics::request_buckets);
+  if (r.snap->config.logging.access_log_on() && w.shared.access_log != nullptr) {
+    log_access(w, sc, seconds, written);
+  }
 }
 
 /// Appends what the socket has now to `out`, read into a block on the thread's stack (not a
@@ -731,11 +716,7 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
                              r.version, r.who, !r.has_host, r.upgrade, r.exempt);
       stay = co_await forward(w, *sc->forwarding, watch, sc->buffer, *r.parser, *sc);
       if (sc->upgraded) {
-        const double seconds = seconds_since(r.started);
-        count_response(w, *sc, seconds);
-        if (r.snap->config.logging.access_log_on()) {
-          log_access(w, *sc, seconds, watch.stream.written);
-        }
+        finish_request(w, *sc, watch.stream.written);
         co_await run_tunnel(w, watch, hand_over(w, held.sc));
         co_return;
       }
@@ -746,13 +727,7 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     }
     // Phase 5. Heads refused before a route was chosen are neither counted by category nor
     // logged (their bytes are not trusted).
-    if (r.route != nullptr) {
-      const double seconds = seconds_since(r.started);
-      count_response(w, *sc, seconds);
-      if (r.snap->config.logging.access_log_on()) {
-        log_access(w, *sc, seconds, watch.stream.written);
-      }
-    }
+    if (r.route != nullptr) finish_request(w, *sc, watch.stream.written);
     if (!stay) {
       error_code ignored;
       watch.client.shutdown(tcp::socket::shutdown_send, ignored);
@@ -771,18 +746,6 @@ task<void> run_session(worker& w, tcp_socket socket, const listener_info& l, cor
     metrics::counter& closed;
     ~count_closed() { closed.add(); }
   } const closing{w.counters.connections_closed[l.metric]};
-  // The connection's bytes, read from the kernel once as it ends (or as it was closed).
-  struct count_bytes {
-    worker& w;
-    std::uint16_t listener;
-    std::shared_ptr<deadline_watch> watch;
-    ~count_bytes() {
-      if (watch == nullptr) return;
-      watch->sample_wire_bytes();
-      w.counters.bytes_received[listener].add(watch->bytes_received);
-      w.counters.bytes_sent[listener].add(watch->bytes_sent);
-    }
-  } bytes{w, l.metric, nullptr};
   error_code ec;
   socket.set_option(tcp::no_delay(true), ec);
   // Writes are tried at once and awaited only for what the kernel did not take (write_now).
@@ -790,7 +753,17 @@ task<void> run_session(worker& w, tcp_socket socket, const listener_info& l, cor
   if (ec) co_return;
   client_stream stream(socket);
   auto watch = std::make_shared<deadline_watch>(socket, stream);
-  bytes.watch = watch;
+  // The connection's bytes, read from the kernel once as it ends (or as it was closed).
+  struct count_bytes {
+    worker& w;
+    std::uint16_t listener;
+    deadline_watch& watch;
+    ~count_bytes() {
+      watch.sample_wire_bytes();
+      w.counters.bytes_received[listener].add(watch.bytes_received);
+      w.counters.bytes_sent[listener].add(watch.bytes_sent);
+    }
+  } const bytes{w, l.metric, *watch};
   // The watchdog closes the socket under the session's pending operation when a client phase
   // runs out; the session ends the watchdog however it ends itself.
   start_watchdog(watch);

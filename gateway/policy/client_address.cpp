@@ -6,19 +6,10 @@
 
 namespace tollgate::policy {
 
-namespace {
-
-bool is_trusted(const core::address& a, std::span<const core::cidr> trusted) noexcept {
-  return std::any_of(trusted.begin(), trusted.end(),
-                     [&](const core::cidr& c) { return c.contains(a); });
-}
-
-}  // namespace
-
 core::address client_address(const core::address& peer, std::span<const std::string_view> forwarded,
                              std::span<const core::cidr> trusted) noexcept {
   core::address current = peer;
-  if (!is_trusted(current, trusted)) return current;
+  if (!core::in_any(trusted, current)) return current;
   for (auto field = forwarded.rbegin(); field != forwarded.rend(); ++field) {
     std::string_view list = *field;
     // Fields make one list: ["a", ",b"] and ["a", "", "b"] are "a,,b", whose empty element
@@ -31,7 +22,7 @@ core::address client_address(const core::address& peer, std::span<const std::str
       const auto hop = core::address::parse(item);
       if (!hop) return current;  // garbage: believe nothing further left
       current = *hop;
-      if (!is_trusted(current, trusted)) return current;
+      if (!core::in_any(trusted, current)) return current;
     }
   }
   return current;

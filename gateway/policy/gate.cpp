@@ -45,6 +45,12 @@ void gate::before_limits(const gate_input& in, gate_verdict& v) const {
   v.limits_checked = false;
   v.effects = {};
   v.paid = false;
+  // 0. The access allow list: no ban, proof or limit applies.
+  if (in.exempt) {
+    v.sent = {};
+    v.result = outcome::allowed;
+    return;
+  }
   // 1. A ban covers the address in every category.
   if (const auto until = pow_.violations().banned_until(in.who->individual, in.now)) {
     v.sent = {};

@@ -33,6 +33,7 @@ struct gate_input {
   const client_subjects* who = nullptr;       ///< its client, as the PoW tables know it
   std::string_view solution;                  ///< its proof (`X-PoW-Solution`), or ""
   core::nanos now = 0;                        ///< the instant of the decision
+  bool exempt = false;  ///< on the access allow list: passes, nothing asked (DESIGN §9)
 };
 
 /// What the caller does besides answering.

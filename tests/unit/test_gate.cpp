@@ -104,9 +104,9 @@ struct result {
   policy::gate_verdict verdict;
 };
 
-result run(world& w, const char* name, const std::string& solution) {
+result run(world& w, const char* name, const std::string& solution, bool exempt = false) {
   const auto& c = w.category(name);
-  const policy::gate_input in{&c, &w.who, solution, now};
+  const policy::gate_input in{&c, &w.who, solution, now, exempt};
   policy::gate_verdict v;
   w.gate.before_limits(in, v);
   if (!v.ask_limits) return {v.result, false, v};
@@ -130,6 +130,24 @@ TEST_CASE("gate: a ban comes first, whatever else is true", "[gate]") {
     CHECK(r.verdict.retry_after == 3600);  // the ban's duration
     CHECK_FALSE(r.verdict.limits_checked);
     CHECK_FALSE(r.verdict.effects.verification);  // the proof was never looked at
+  }
+}
+
+TEST_CASE("gate: the access allow list passes before a ban, a proof or a limit", "[gate]") {
+  world w;
+  w.ban();
+  for (const char* name : {"guarded", "paying", "plain", "dry"}) {
+    INFO(name);
+    w.exhaust(name);
+    const std::string proof = w.proof(name, 6);
+    const auto r = run(w, name, proof, true);
+    CHECK(r.answer == outcome::allowed);
+    CHECK_FALSE(r.asked_limits);  // nothing consumed
+    CHECK_FALSE(r.verdict.limits_checked);
+    CHECK_FALSE(r.verdict.effects.verification);  // the proof was never looked at
+    CHECK_FALSE(r.verdict.effects.pow_failed);
+    // Not exempt, the same client is still banned: the list changed nothing in the tables.
+    CHECK(run(w, name, proof).answer == outcome::banned);
   }
 }
 
