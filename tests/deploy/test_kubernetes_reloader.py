@@ -14,7 +14,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 import unittest
 
 import yaml
@@ -73,15 +72,6 @@ class ConfigMapVolume:
         os.replace(tmp_link, os.path.join(self.root, "..data"))
 
 
-def eventually(predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 class Reloader(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="tollgate-reloader-")
@@ -122,7 +112,7 @@ class Reloader(unittest.TestCase):
     def test_a_changed_configmap_is_reloaded_once(self):
         self.assertEqual(self.statuses("10.7.0.1", 3), [200, 200, 200])
         self.volume.publish(self.gateway_yaml, POLICY.format(burst=1))
-        self.assertTrue(eventually(lambda: self.reloads("success") == 1), self.gw.output())
+        self.assertTrue(h.eventually(lambda: self.reloads("success") == 1, 15), self.gw.output())
         self.sidecar.wait_for_line("SIGHUP to")
         self.assertIsNone(self.gw.p.poll(), "the gateway ended instead of reloading")
         # The new policy (burst 1) is in force for a client it has not seen.
@@ -130,7 +120,7 @@ class Reloader(unittest.TestCase):
 
         # An invalid file: the gateway refuses it and goes on with the last good one.
         self.volume.publish("listeners: [\n", POLICY.format(burst=100))
-        self.assertTrue(eventually(lambda: self.reloads("failure") == 1), self.gw.output())
+        self.assertTrue(h.eventually(lambda: self.reloads("failure") == 1, 15), self.gw.output())
         self.assertEqual(self.statuses("10.7.0.3", 2), [200, 429])
         # One signal per change, none while nothing changed (many intervals have passed).
         self.assertEqual((self.reloads("success"), self.reloads("failure")), (1, 1))

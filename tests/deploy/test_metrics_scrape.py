@@ -12,11 +12,9 @@ import asyncio
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -63,14 +61,6 @@ categories:
 """
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def get(port, path, xff, headers=""):
     status, _, _ = h.http_request(port, f"GET {path} HTTP/1.1\r\nHost: gw\r\nX-Forwarded-For: {xff}\r\n"
                                         f"{headers}Connection: close\r\n\r\n")
@@ -82,7 +72,7 @@ class Redis:
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="tollgate-deploy-redis-")
-        self.port = free_port()
+        self.port = h.free_port()
         self.process = h.Process(["/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                                   "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", self.dir])
         self.process.wait_for_line("Ready to accept connections")
@@ -107,9 +97,7 @@ def scenario(gw):
     """Drives the gateway through each kind of decision; returns the scrape after it."""
     port = gw.port
     # Until its connection is up, fail_mode local decides (a fresh in-process store).
-    deadline = time.monotonic() + 10
-    while gw.metrics().get("tollgate_store_degraded") != 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    h.eventually(lambda: gw.metrics().get("tollgate_store_degraded") == 0, 10)
     statuses = [get(port, "/hello", "10.9.0.1") for _ in range(5)]
     assert sorted(statuses) == [200, 200, 429, 429, 429], statuses
     statuses = [get(port, "/shadow/x", "10.9.0.2") for _ in range(4)]
@@ -125,9 +113,7 @@ def scenario(gw):
     assert status == 403, status
     asyncio.run(asyncio.wait_for(open_and_close_a_tunnel(gw), 10))
     # The close is counted once the tunnel's relay ends, just after the client sees it.
-    deadline = time.monotonic() + 5
-    while gw.metrics().get("tollgate_websocket_closes_total") is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    h.eventually(lambda: gw.metrics().get("tollgate_websocket_closes_total") is not None)
     return gw.metrics_text()
 
 
@@ -140,7 +126,7 @@ class Scrape(unittest.TestCase):
         cls.addClassCleanup(cls.redis.stop)
         cls.echo = h.Echo()
         cls.addClassCleanup(cls.echo.stop)
-        yaml_text = GATEWAY.replace("REDIS", str(cls.redis.port)).replace("DEAD", str(free_port()))
+        yaml_text = GATEWAY.replace("REDIS", str(cls.redis.port)).replace("DEAD", str(h.free_port()))
         cls.gw = h.Gateway(yaml_text, POLICY, cls.echo.port)
         cls.addClassCleanup(cls.gw.stop)
         cls.text = scenario(cls.gw)

@@ -69,14 +69,12 @@ def text_of(path):
         return ""
 
 
-def wait_for(predicate, timeout=5.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    return predicate()
+def metrics_when(gw, condition, timeout=5.0):
+    """The gateway's metrics once `condition(metrics)` holds (None if it never does): responses
+    are counted after their last byte went out, bytes once a connection ends, so a client that
+    scrapes at once may be first."""
+    return h.eventually(lambda: (lambda m: m if condition(m) else None)(h.Metrics(gw.metrics_text())),
+                        timeout)
 
 
 class Fixture(unittest.TestCase):
@@ -145,15 +143,15 @@ class AccessLogFile(Fixture):
         gw = self.start("logging: { level: info, access_log: '{dir}/logs/access.log' }\n")
         path = os.path.join(gw.dir, "logs", "access.log")
         self.assertEqual(get(gw, "/one", "10.2.0.1")[0], 200)
-        self.assertTrue(wait_for(lambda: "/one" in text_of(path)))
+        self.assertTrue(h.eventually(lambda: "/one" in text_of(path)))
         os.rename(path, path + ".1")  # logrotate moves it away
         self.assertEqual(get(gw, "/two", "10.2.0.1")[0], 200)
         # Logged after the response went out: into the moved file, until the reopen.
-        self.assertTrue(wait_for(lambda: "/two" in text_of(path + ".1")))
+        self.assertTrue(h.eventually(lambda: "/two" in text_of(path + ".1")))
         gw.process.signal(signal.SIGUSR1)
         gw.process.wait_for_line("access log reopened")
         self.assertEqual(get(gw, "/three", "10.2.0.2")[0], 200)
-        self.assertTrue(wait_for(lambda: "/three" in text_of(path)))
+        self.assertTrue(h.eventually(lambda: "/three" in text_of(path)))
         old = text_of(path + ".1")
         self.assertIn("/two", old)  # written to the moved file before the reopen
         self.assertNotIn("/three", old)
@@ -162,7 +160,7 @@ class AccessLogFile(Fixture):
         self.assertIn("in force", gw.reload(gateway_yaml(
             "logging: { level: info, access_log: '{dir}/logs/access.log' }\n"), POLICY))
         self.assertEqual(get(gw, "/four", "10.2.0.3")[0], 200)
-        self.assertTrue(wait_for(lambda: "/four" in text_of(path)))
+        self.assertTrue(h.eventually(lambda: "/four" in text_of(path)))
         self.assertEqual(text_of(path).count("\n"), 1)
 
     def start(self, extra="", policy=POLICY, upstream="{echo}"):
@@ -182,7 +180,7 @@ class AccessLogFile(Fixture):
         self.assertEqual(h.Metrics(gw.metrics_text()).value("tollgate_config_last_reload_successful"), 0)
         self.assertEqual(get(gw, "/still", "10.2.1.1")[0], 200)
         path = os.path.join(gw.dir, "logs", "access.log")
-        self.assertTrue(wait_for(lambda: "/still" in text_of(path)))
+        self.assertTrue(h.eventually(lambda: "/still" in text_of(path)))
 
 
 class AccessLists(Fixture):
@@ -204,10 +202,8 @@ class AccessLists(Fixture):
         # Not listed: limited as usual (burst 2).
         self.assertEqual([get(gw, "/x", "10.51.0.1")[0] for _ in range(3)], [200, 200, 429])
         self.assertEqual(self.echo.stats()["requests"] - before, 6 + 3 + 2)
-        # Responses are counted after their last byte went out: wait for the last one.
-        m = wait_for(lambda: (lambda x: x if x.value("tollgate_responses_total", category="general",
-                                                     code_class="2xx") >= 11 else None)(
-            h.Metrics(gw.metrics_text())))
+        m = metrics_when(gw, lambda m: m.value("tollgate_responses_total", category="general",
+                                               code_class="2xx") >= 11)
         self.assertTrue(m, "the responses are never counted")
         self.assertEqual(m.value("tollgate_requests_total", category="general", decision="denied"), 1)
         self.assertEqual(m.value("tollgate_requests_total", category="general", decision="allowed"), 11)
@@ -247,7 +243,7 @@ class Drain(Fixture):
                 return False
             except (OSError, RuntimeError):  # refused, or reset in the closed listener's backlog
                 return True
-        self.assertTrue(wait_for(refused, timeout=2), "the listener still accepts")
+        self.assertTrue(h.eventually(refused, timeout=2), "the listener still accepts")
         data = b""
         while b"\r\n\r\n" not in data:
             chunk = slow.recv(65536)
@@ -342,10 +338,8 @@ class OperatorMetrics(Fixture):
 
         for _ in range(3):
             get(gw, "/m", "10.4.0.1")
-        # Responses are counted once sent, bytes once a connection ends: wait for both.
-        m = wait_for(lambda: (lambda x: x if x.value("tollgate_received_bytes_total", listener="public") > 0
-                              and x.value("tollgate_request_duration_seconds_count", category="general") >= 3
-                              else None)(h.Metrics(gw.metrics_text())))
+        m = metrics_when(gw, lambda m: m.value("tollgate_received_bytes_total", listener="public") > 0
+                         and m.value("tollgate_request_duration_seconds_count", category="general") >= 3)
         self.assertTrue(m, "bytes are counted once connections end")
         self.assertEqual(m.get("tollgate_rate_limited_total", category="general",
                                level="ipv4_individual", tier="short", mode="enforce"), 1)
@@ -379,18 +373,13 @@ class OperatorMetrics(Fixture):
         self.assertEqual(after.get("tollgate_requests_total", category="general", decision="allowed"), 2)
 
     def test_an_ejected_endpoint_is_down(self):
-        dead = socket.socket()
-        dead.bind(("127.0.0.1", 0))
-        port = dead.getsockname()[1]
-        dead.close()  # nothing listens there now
+        port = h.free_port()  # nothing listens there
         gw = self.start(upstream=f"127.0.0.1:{port}")
         m = h.Metrics(gw.metrics_text())
         self.assertEqual(m.get("tollgate_upstream_endpoint_up", upstream="app", endpoint=f"127.0.0.1:{port}"), 1)
         self.assertEqual(get(gw, "/spare/x", "10.5.0.1")[0], 502)
-        # The response is counted after its last byte went out: the client may ask first.
-        m = wait_for(lambda: (lambda x: x if x.value("tollgate_responses_total", category="spare",
-                                                     code_class="5xx") >= 1 else None)(
-            h.Metrics(gw.metrics_text())))
+        m = metrics_when(gw, lambda m: m.value("tollgate_responses_total", category="spare",
+                                               code_class="5xx") >= 1)
         self.assertTrue(m, "the 502 is never counted")
         self.assertEqual(m.get("tollgate_upstream_endpoint_up", upstream="app", endpoint=f"127.0.0.1:{port}"), 0)
         self.assertEqual(m.get("tollgate_responses_total", category="spare", code_class="5xx"), 1)

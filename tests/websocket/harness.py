@@ -342,6 +342,24 @@ async def closed_with(ws, timeout=5.0):
     raise AssertionError("unreachable")
 
 
+def eventually(predicate, timeout=5.0, interval=0.05):
+    """Polls `predicate` until it returns something true; returns its last value (falsy when
+    `timeout` seconds passed first). The blocking twin of wait_until."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = predicate()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(interval)
+
+
+def free_port():
+    """A loopback port nothing listens on (bound by the kernel's choice, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 async def wait_until(predicate, timeout=5.0, interval=0.05):
     """Polls `predicate` (sync) until true; returns its last value."""
     deadline = time.monotonic() + timeout
