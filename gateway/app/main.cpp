@@ -19,6 +19,7 @@
 #include "gateway/app/admin_api.hpp"
 #include "gateway/app/logging.hpp"
 #include "gateway/app/notify.hpp"
+#include "gateway/app/simulate.hpp"
 #include "gateway/config/error.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/config/reload_diff.hpp"
@@ -42,7 +43,10 @@ int usage() {
                "usage: tollgate [--config FILE]      run (default FILE: config/gateway.yaml)\n"
                "       tollgate --check-config FILE  validate, print errors with file:line\n"
                "       tollgate --version\n"
-               "       tollgate pow solve CHALLENGE BITS  print a nonce for a challenge\n");
+               "       tollgate pow solve CHALLENGE BITS  print a nonce for a challenge\n"
+               "       tollgate simulate --config FILE --log LOG [--log LOG ...]\n"
+               "                [--compare OTHER_FILE] [--json] [--top N]\n"
+               "                                     replay a request log offline (DESIGN §13)\n");
   return 2;
 }
 
@@ -503,6 +507,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc == 3 && std::strcmp(argv[1], "--check-config") == 0) return check_config(argv[2]);
+  if (argc >= 2 && std::strcmp(argv[1], "simulate") == 0) return app::simulate(argc - 2, argv + 2);
   if (argc == 5 && std::strcmp(argv[1], "pow") == 0 && std::strcmp(argv[2], "solve") == 0) {
     return solve(argv[3], argv[4]);
   }

@@ -1,0 +1,159 @@
+#include "gateway/sim/replay.hpp"
+
+namespace tollgate::sim {
+
+namespace {
+
+address_key key_of(const core::address& a) noexcept {
+  if (a.family() == core::family::v4) return {0, a.v4(), false};
+  return {a.v6_high(), a.v6_low(), true};
+}
+
+/// The client's network at the policy's coarse prefix (ipv4_network, ipv6_provider).
+address_key network_of(const core::address& a, const limit::level_prefixes& p) noexcept {
+  const limit::address_keys k = limit::keys_of(a, p);
+  if (a.family() == core::family::v4) return {0, k.coarse_key, false};
+  return {k.coarse_key, 0, true};
+}
+
+void prepare(run_tally& t, const simulator& s) {
+  for (const auto& c : s.policy().categories()) {
+    category_tally& ct = t.categories.emplace_back();
+    ct.limited.assign(c.limits.size(), {0, 0});
+    ct.shadow.assign(c.limits.size(), {0, 0});
+    ct.unkeyed.assign(c.limits.size(), 0);
+  }
+}
+
+void count(run_tally& t, const simulator& s, const outcome& o, const core::address& client) {
+  category_tally& c = t.categories[o.category];
+  ++c.requests;
+  ++c.decisions[static_cast<std::size_t>(o.result)];
+  if (o.admitted()) ++c.admitted;
+  if (o.exempt) ++c.exempt;
+  for (std::uint32_t bits = o.unkeyed; bits != 0; bits &= bits - 1) {
+    ++c.unkeyed[static_cast<std::size_t>(__builtin_ctz(bits))];
+  }
+  if (o.limit != nullptr) {
+    auto& by = o.result == decision::shadow_limited ? c.shadow : c.limited;
+    ++by[o.limit->slot][static_cast<std::size_t>(o.tier)];
+  }
+  if (o.result == decision::limited || o.result == decision::challenged) {
+    ++c.addresses[key_of(client)];
+    ++c.networks[network_of(client, s.policy().prefixes())];
+  }
+}
+
+/// Whether `r` was a WebSocket upgrade: a 101; or, in Tollgate's logs, a request whose logged
+/// category is the one its route gives only with the upgrade headers (a refused upgrade is
+/// logged with its 429, 428 or 403).
+bool upgrade_of(const log_record& r, simulator& s) {
+  if (r.status == 101) return true;
+  if (!r.has_decision() || r.category.empty()) return false;
+  const policy::route* plain = s.route(r, false);
+  if (plain == nullptr || plain->category->name == r.category) return false;
+  const policy::route* upgraded = s.route(r, true);
+  return upgraded != nullptr && upgraded->category->name == r.category;
+}
+
+/// Whether the logged decision is one the simulation can make: not a proof, a ban, a store
+/// error, a proof the client's violations required (challenged without a limit) or an upgrade
+/// over the per-address connection count (limited without a limit).
+bool comparable(const log_record& r) noexcept {
+  const std::string_view d = r.decision;
+  if (d == "allowed" || d == "shadow_limited" || d == "denied") return true;
+  return (d == "limited" || d == "challenged") && !r.limit.empty();
+}
+
+difference make_difference(const indexed_line& l, const log_record& r) {
+  difference d;
+  d.file = l.file;
+  d.line = l.line;
+  d.time = r.time;
+  d.client = r.client;
+  d.method = std::string(r.method);
+  d.target = std::string(r.target);
+  return d;
+}
+
+/// Fills side `i` of `d` with `o` under `s` (`ok` false: the target is no valid path).
+void describe(difference& d, int i, const simulator& s, bool ok, const outcome& o) {
+  if (!ok) {
+    d.decision[i] = "unroutable";
+    return;
+  }
+  d.category[i] = s.policy().categories()[o.category].name;
+  d.decision[i] = std::string(decision_name(o.result));
+  append_limit(d.limit[i], o);
+}
+
+/// Compares the simulated outcome `o` of `r` with its logged decision.
+void agree(log_agreement& a, const indexed_line& l, const log_record& r, const simulator& s,
+           const outcome& o, std::size_t keep) {
+  if (!comparable(r)) {
+    ++a.not_comparable[std::string(r.decision)];
+    return;
+  }
+  ++a.compared;
+  thread_local std::string limit;
+  limit.clear();
+  append_limit(limit, o);
+  if (decision_name(o.result) == r.decision && limit == r.limit) return;
+  ++a.differ;
+  std::string pair(r.decision);
+  if (!r.limit.empty()) pair += " " + std::string(r.limit);
+  pair += " -> " + std::string(decision_name(o.result));
+  if (!limit.empty()) pair += " " + limit;
+  ++a.pairs[pair];
+  if (a.first.size() >= keep) return;
+  difference d = make_difference(l, r);
+  d.category[0] = std::string(r.category);
+  d.decision[0] = std::string(r.decision);
+  d.limit[0] = std::string(r.limit);
+  describe(d, 1, s, true, o);
+  a.first.push_back(std::move(d));
+}
+
+}  // namespace
+
+replay_result replay(const log_set& logs, simulator& a, simulator* b, const replay_options& opt) {
+  replay_result res;
+  prepare(res.runs[0], a);
+  if (b != nullptr) prepare(res.runs[1], *b);
+  log_record r;
+  parse_scratch scratch;
+  std::string_view why;
+  for (const indexed_line& l : logs.requests()) {
+    // Indexed lines parsed once already: the same bytes parse the same way.
+    parse_line(logs.text(l), r, scratch, why);
+    if (res.requests++ == 0) res.first = r.time;
+    res.last = r.time;
+    if ((res.requests & 0xffff) == 0 && opt.tick) opt.tick(res.requests);
+    const bool upgrade = upgrade_of(r, a);
+    res.upgrades += upgrade ? 1 : 0;
+    outcome oa, ob;
+    const bool ra = a.decide(r, upgrade, oa);
+    if (ra) {
+      count(res.runs[0], a, oa, r.client);
+      if (r.has_decision()) agree(res.agreement, l, r, a, oa, opt.max_log_differences);
+    } else {
+      ++res.runs[0].unroutable;
+    }
+    if (b == nullptr) continue;
+    const bool rb = b->decide(r, upgrade, ob);
+    if (rb) {
+      count(res.runs[1], *b, ob, r.client);
+    } else {
+      ++res.runs[1].unroutable;
+    }
+    if (ra == rb && (!ra || oa.same_as(ob))) continue;
+    if (res.differences_total++ >= opt.max_differences) continue;
+    difference d = make_difference(l, r);
+    describe(d, 0, a, ra, oa);
+    describe(d, 1, *b, rb, ob);
+    res.differences.push_back(std::move(d));
+  }
+  return res;
+}
+
+}  // namespace tollgate::sim

@@ -1,0 +1,90 @@
+#pragma once
+/// One configuration's gateway, offline: the router, the compiled policy, the in-process
+/// limiter store and the gate the gateway runs, decided in the order of gateway/net/session.cpp
+/// (routing, the access lists, the gate's two steps around the store) with each request's own
+/// time as `now`. No sockets, no upstream; proofs of work are never sent and the gate's effects
+/// are never applied, so no violation is recorded and nobody is banned.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "gateway/config/gateway.hpp"
+#include "gateway/limit/memory_store.hpp"
+#include "gateway/policy/compiled_policy.hpp"
+#include "gateway/policy/gate.hpp"
+#include "gateway/policy/router.hpp"
+#include "gateway/sim/log_reader.hpp"
+
+namespace tollgate::sim {
+
+/// How a request ended: the labels of tollgate_requests_total the gate can give, and `denied`.
+enum class decision : std::uint8_t {
+  allowed,
+  limited,
+  challenged,
+  pow_passed,
+  banned,
+  shadow_limited,
+  denied
+};
+/// Number of decisions.
+inline constexpr std::size_t decision_count = 7;
+/// The label of `d` (as the access log writes it).
+std::string_view decision_name(decision d) noexcept;
+
+/// What the simulation made of one request.
+struct outcome {
+  std::uint16_t category = 0;                  ///< index among the policy's categories
+  decision result = decision::allowed;         ///< the answer
+  const limit::limit_spec* limit = nullptr;    ///< the binding limit (limited, challenged) or the
+                                               ///< shadowed one (shadow_limited); else null
+  limit::tier tier = limit::tier::short_term;  ///< its tier
+  bool exempt = false;                         ///< on the access allow list
+  std::uint32_t unkeyed = 0;                   ///< slots of limits whose key the request lacked
+
+  /// Whether the request went upstream.
+  bool admitted() const noexcept {
+    return result == decision::allowed || result == decision::pow_passed ||
+           result == decision::shadow_limited;
+  }
+  /// The same answer with the same binding limit (by name and tier).
+  bool same_as(const outcome& o) const noexcept;
+};
+
+/// Appends `<limit>.<tier>` of `o`, or nothing when it has no limit.
+void append_limit(std::string& out, const outcome& o);
+
+/// Thread safety: none (one simulation, one thread).
+class simulator {
+ public:
+  /// Compiles `c` and makes its store with the configuration's table capacities. A global
+  /// limit is one bucket here; the gateway splits it per worker (DESIGN §3).
+  explicit simulator(config::gateway_config c);
+  simulator(const simulator&) = delete;
+  simulator& operator=(const simulator&) = delete;
+
+  /// The route of `r`, carrying the WebSocket upgrade headers when `upgrade`; null when its
+  /// target is no valid path (the gateway answers 400 and logs nothing).
+  const policy::route* route(const log_record& r, bool upgrade);
+  /// Decides `r` at r.time as the gateway would have; false when its target is no valid path.
+  bool decide(const log_record& r, bool upgrade, outcome& out);
+
+  /// The configuration.
+  const config::gateway_config& config() const noexcept { return config_; }
+  /// Its compiled policy.
+  const policy::compiled_policy& policy() const noexcept { return policy_; }
+
+ private:
+  config::gateway_config config_;   ///< as loaded
+  policy::compiled_policy policy_;  ///< limits per category
+  policy::router router_;           ///< routes
+  limit::memory_store store_;       ///< limiter state, `now` from the log
+  policy::pow_state pow_;           ///< bans and counters: stay empty
+  policy::gate gate_;               ///< DESIGN §5's order
+  std::string path_;                ///< the normalised path of the request in hand
+  policy::gate_verdict verdict_;    ///< reused request after request
+};
+
+}  // namespace tollgate::sim
