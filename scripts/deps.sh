@@ -5,7 +5,8 @@ tollgate_packages=(
   cmake ninja-build g++ ccache pkg-config
   libyaml-cpp-dev catch2 libbenchmark-dev openssl
   libboost1.81-dev libssl-dev libspdlog-dev prometheus-cpp-dev curl prometheus nginx-light python3-websockets
-  libhiredis-dev redis-server redis-tools python3-yaml
+  libhiredis-dev redis-server redis-tools python3-yaml chromium
+  nodejs
 )
 
 install_deps() {

@@ -149,6 +149,7 @@ int check_config(const std::string& path) {
   try {
     const auto g = config::load_gateway(path);
     net::make_tls_contexts(g);  // certificates and keys load
+    const policy::challenge_page page(g.pow.page);  // the page template compiles
     try {
       check_store(g.store);
     } catch (const std::runtime_error& e) {

@@ -217,9 +217,35 @@ route_config read_route_target(const yaml_node& n, route_config r, const gateway
   return r;
 }
 
-pow_settings read_pow(const yaml_node& n) {
-  n.expect_keys({"secret_env", "challenge_ttl", "replay_cache_entries"});
+/// Larger page templates are refused: a page is sent with every browser's 428.
+constexpr std::size_t max_page_bytes = 256 * 1024;
+
+pow_page_config read_page(const yaml_node& n, const std::string& file) {
+  n.expect_keys({"template", "title", "text"});
+  pow_page_config p;
+  p.file = file;
+  if (auto v = n.get("template")) {
+    p.template_path = readable_file(*v, file);
+    p.line = v->line();
+    try {
+      p.template_text = read_text_file(p.template_path);
+    } catch (const error& e) {
+      v->fail(e.problem() + " ('" + p.template_path + "')");
+    }
+    if (p.template_text.size() > max_page_bytes) {
+      v->fail("template '" + p.template_path + "' is larger than 256KiB");
+    }
+  }
+  if (auto v = n.get("title")) p.title = v->as_string();
+  if (auto v = n.get("text")) p.text = v->as_string();
+  return p;
+}
+
+pow_settings read_pow(const yaml_node& n, const std::string& file) {
+  n.expect_keys({"secret_env", "challenge_ttl", "replay_cache_entries", "page"});
   pow_settings p;
+  p.page.file = file;
+  if (auto v = n.get("page")) p.page = read_page(*v, file);
   if (auto v = n.get("secret_env")) {
     p.secret_env = v->as_string();
     if (p.secret_env.empty() || !std::all_of(p.secret_env.begin(), p.secret_env.end(), [](char c) {
@@ -472,7 +498,11 @@ gateway_config read_gateway(const std::string& path) {
     g.upstreams.push_back(read_upstream(name, value));
   }
   read_routes(root, g);
-  if (auto p = root.get("pow")) g.pow = read_pow(*p);
+  if (auto p = root.get("pow")) {
+    g.pow = read_pow(*p, path);
+  } else {
+    g.pow.page.file = path;
+  }
   if (auto s = root.get("store")) g.store = read_store(*s, path);
   if (auto l = root.get("logging")) g.logging = read_logging(*l, path);
   if (auto a = root.get("access")) g.access = read_access(*a);

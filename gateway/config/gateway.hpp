@@ -99,11 +99,26 @@ struct route_config {
   int line = 0;            ///< where it was written
 };
 
+/// The page a browser gets with a 428 (DESIGN §5 "Browsers"): the built-in one, or an
+/// operator's template, with the operator's title and text.
+struct pow_page_config {
+  std::string template_path;  ///< resolved against the gateway file; "" : the built-in page
+  std::string template_text;  ///< the template as read at load ("" with no template_path)
+  std::string title = "Checking your browser";  ///< {{title}}
+  /// {{text}}
+  std::string text =
+      "This site asks each visitor's browser to solve a small puzzle before it opens the page. "
+      "It takes a few seconds and happens only now and then.";
+  std::string file;  ///< the gateway file, for errors found in the template
+  int line = 0;      ///< of `template`
+};
+
 /// Proof-of-work settings of the gateway.
 struct pow_settings {
   std::string secret_env = "TOLLGATE_POW_SECRET";           ///< variable holding the HMAC secret
   core::duration challenge_ttl = std::chrono::seconds(60);  ///< a challenge expires after
   std::uint32_t replay_cache_entries = 100'000;             ///< spent proofs remembered
+  pow_page_config page;                                     ///< the browsers' 428 page
 };
 
 /// TLS toward Redis (paths resolved against the gateway file).

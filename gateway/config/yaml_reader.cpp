@@ -135,10 +135,14 @@ namespace {
 /// naming a device (/dev/zero) must not exhaust memory.
 constexpr std::size_t max_file_bytes = 16u << 20;
 
-/// The whole of `path`; every I/O failure (missing, unreadable, a directory, too large) as
-/// `error` naming the file. Read with stdio, whose failures are return values: libstdc++'s
-/// filebuf throws std::ios_base::failure from a read error (EISDIR) under yaml-cpp.
-std::string read_text(const std::string& path) {
+yaml_node parse(const std::string& text, const std::string& name) {
+  auto file = std::make_shared<const std::string>(name);
+  return with_file_errors(name, [&] { return yaml_node(YAML::Load(text), file, ""); });
+}
+
+}  // namespace
+
+std::string read_text_file(const std::string& path) {
   const auto fail = [&](const std::string& why) {
     throw error(path, 0, "", "cannot read file: " + why);
   };
@@ -157,19 +161,12 @@ std::string read_text(const std::string& path) {
   return text;
 }
 
-yaml_node parse(const std::string& text, const std::string& name) {
-  auto file = std::make_shared<const std::string>(name);
-  return with_file_errors(name, [&] { return yaml_node(YAML::Load(text), file, ""); });
-}
-
-}  // namespace
-
 int line_of(const YAML::Exception& e) noexcept {
   return e.mark.is_null() || e.mark.line < 0 ? 0 : e.mark.line + 1;
 }
 
 yaml_node load_yaml_file(const std::string& path) {
-  return parse(read_text(path), path);
+  return parse(read_text_file(path), path);
 }
 
 yaml_node load_yaml_text(const std::string& text, const std::string& name) {

@@ -75,6 +75,11 @@ class yaml_node {
 /// Parses `path` and returns its root; I/O and syntax errors as `error` with file and line.
 yaml_node load_yaml_file(const std::string& path);
 
+/// The whole of `path` (at most 16 MiB); every I/O failure (missing, unreadable, a directory,
+/// too large) as `error` naming the file. Read with stdio, whose failures are return values:
+/// libstdc++'s filebuf throws std::ios_base::failure from a read error (EISDIR) under yaml-cpp.
+std::string read_text_file(const std::string& path);
+
 /// The 1-based line a yaml-cpp exception points at, or 0.
 int line_of(const YAML::Exception& e) noexcept;
 

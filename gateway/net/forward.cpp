@@ -250,6 +250,7 @@ task<bool> answer_failure(exchange& x, metrics::upstream_error kind, std::string
   const local_answer answer{timeout ? http::status::gateway_timeout : http::status::bad_gateway,
                             body,
                             {},
+                            {},
                             &x.sc.fields,
                             keep_alive,
                             r.version,
@@ -326,13 +327,13 @@ task<std::optional<bool>> exchange_head(exchange& x) {
       if (ec == http::error::body_limit) {
         const std::string body = problem_body(413, "Content Too Large", "request body too large");
         const local_answer answer{
-            http::status::payload_too_large, body, {}, &sc.fields, false, r.version, body_timeout};
+            http::status::payload_too_large, body, {}, {}, &sc.fields, false, r.version, body_timeout};
         co_await write_local(watch, sc, answer);
       } else if (ec == http::error::header_limit) {
         const std::string body =
             problem_body(400, "Bad Request", "chunk extensions or trailers too large");
         const local_answer answer{
-            http::status::bad_request, body, {}, &sc.fields, false, r.version, body_timeout};
+            http::status::bad_request, body, {}, {}, &sc.fields, false, r.version, body_timeout};
         co_await write_local(watch, sc, answer);
       }
       // Otherwise the client stopped sending its body (gone, malformed or too slow): not the
@@ -381,7 +382,8 @@ task<bool> switch_protocols(exchange& x) {
     co_return co_await answer_failure(x, metrics::upstream_error::reset,
                                       "switched to another protocol than websocket", false);
   }
-  render_switching_head(sc.head, *rp, sc.fields);
+  render_switching_head(sc.head, *rp, sc.fields,
+                        sc.request.pow_cookie ? clear_pow_cookie(r.tls) : std::string_view());
   sc.status = 101;
   watch.client_for(r.snap.config.limits.body_timeout);
   asio::const_buffer head = asio::buffer(sc.head);
@@ -427,8 +429,10 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
   const bool head_request = parser.get().method() == http::verb::head;
   // An answer that came before the whole request body (an early 413) ends the client's
   // connection: the rest of its body is not read.
+  const std::string_view extra =
+      sc.request.pow_cookie ? clear_pow_cookie(r.tls) : std::string_view();
   const client_framing framing = render_client_head(
-      sc.head, *rp, r.version, r.keep_alive && parser.is_done(), head_request, sc.fields);
+      sc.head, *rp, r.version, r.keep_alive && parser.is_done(), head_request, sc.fields, extra);
   // A response body is as slow as the upstream makes it (server-sent events trickle on
   // purpose): no minimum rate, but its chunk metadata is bounded like a head.
   const relay_bounds bounds{r.snap.config.upstreams[r.route.upstream].response_timeout,

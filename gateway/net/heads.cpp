@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "gateway/core/text.hpp"
+#include "gateway/policy/browser.hpp"
 #include "gateway/policy/request_checks.hpp"
 
 namespace tollgate::net {
@@ -28,10 +29,23 @@ void append_line(std::string& out, std::string_view name, std::string_view value
   *p = '\n';
 }
 
+/// Appends a request's Cookie line `value` without the gateway's proof-of-work cookie, which
+/// the gateway spends (DESIGN §5 "Browsers"): the line goes when it held nothing else.
+void append_cookie(std::string& out, std::string_view value) {
+  if (value.find(policy::pow_cookie) == std::string_view::npos) {
+    append_line(out, "Cookie", value);
+    return;
+  }
+  std::string rest;  // only for a request that carries the cookie
+  policy::strip_cookie(value, policy::pow_cookie, rest);
+  if (!rest.empty()) append_line(out, "Cookie", rest);
+}
+
 /// Appends the end-to-end fields of `f`: not hop-by-hop, not named by Connection, not framing
-/// (the gateway sets that), and not one the gateway sets itself (`ours`).
+/// (the gateway sets that), and not one the gateway sets itself (`ours`); a request's Cookie
+/// lines (`request`) without the proof-of-work cookie.
 template <class Ours>
-void append_end_to_end(std::string& out, const fields& f, Ours ours) {
+void append_end_to_end(std::string& out, const fields& f, Ours ours, bool request = false) {
   // Connection's tokens from all its field lines: one list (RFC 9110 §5.3).
   std::array<std::string_view, 16> listed;
   std::size_t n_listed = 0;
@@ -52,6 +66,12 @@ void append_end_to_end(std::string& out, const fields& f, Ours ours) {
       case http::field::upgrade:
       case http::field::content_length:
         continue;
+      case http::field::cookie:
+        if (request) {
+          append_cookie(out, sv(field.value()));
+          continue;
+        }
+        break;
       default:
         break;
     }
@@ -128,7 +148,7 @@ void render_upstream_head(std::string& out, const request_parser& parser,
   out += sv(req.target());
   out += " HTTP/1.1\r\n";
   if (!added.host.empty()) append_line(out, "Host", added.host);
-  append_end_to_end(out, req.base(), is_forwarding_field);
+  append_end_to_end(out, req.base(), is_forwarding_field, true);
   append_line(out, "X-Forwarded-For", added.forwarded_for);
   append_line(out, "X-Forwarded-Proto", added.proto);
   append_line(out, "X-Real-IP", added.real_ip);
@@ -146,7 +166,7 @@ void render_upstream_head(std::string& out, const request_parser& parser,
 
 client_framing render_client_head(std::string& out, const response_parser& parser, unsigned version,
                                   bool keep_alive, bool head_request,
-                                  const policy::rate_limit_fields& fields) {
+                                  const policy::rate_limit_fields& fields, std::string_view extra) {
   const auto& res = parser.get();
   const unsigned status = res.result_int();
   out.clear();
@@ -160,6 +180,7 @@ client_framing render_client_head(std::string& out, const response_parser& parse
     return (fields.present && is_rate_limit_field(name)) || core::iequals(name, violation_field);
   });
   append_rate_limit_fields(out, fields);
+  out += extra;
 
   client_framing framing{keep_alive, false};
   const bool bodiless = status < 200 || status == 204 || status == 304;
@@ -187,13 +208,14 @@ client_framing render_client_head(std::string& out, const response_parser& parse
 }
 
 void render_switching_head(std::string& out, const response_parser& parser,
-                           const policy::rate_limit_fields& fields) {
+                           const policy::rate_limit_fields& fields, std::string_view extra) {
   out.clear();
   out += "HTTP/1.1 101 Switching Protocols\r\n";
   append_end_to_end(out, parser.get().base(), [&](std::string_view name) {
     return (fields.present && is_rate_limit_field(name)) || core::iequals(name, violation_field);
   });
   append_rate_limit_fields(out, fields);
+  out += extra;
   out += "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
 }
 

@@ -38,7 +38,8 @@ struct upstream_fields {
 };
 
 /// Renders the head of `req` for the upstream into `out`, with the forwarding headers of
-/// DESIGN §7 and framing from `parser` (chunked stays chunked, a length stays a length).
+/// DESIGN §7 and framing from `parser` (chunked stays chunked, a length stays a length). The
+/// proof-of-work cookie (DESIGN §5) is taken out of its Cookie lines.
 void render_upstream_head(std::string& out, const request_parser& parser,
                           const upstream_fields& added);
 
@@ -49,16 +50,18 @@ struct client_framing {
 };
 
 /// Renders the upstream response head of `parser` for a client speaking HTTP/1.`minor` into
-/// `out`, with the rate-limit fields of `fields`.
+/// `out`, with the rate-limit fields of `fields` and the header lines `extra` (each ending in
+/// CRLF: the gateway's own, such as clearing a spent proof's cookie).
 client_framing render_client_head(std::string& out, const response_parser& parser, unsigned version,
                                   bool keep_alive, bool head_request,
-                                  const policy::rate_limit_fields& fields);
+                                  const policy::rate_limit_fields& fields, std::string_view extra);
 
 /// Renders the 101 of an upstream that accepted a WebSocket upgrade for the client into `out`:
 /// its end-to-end fields (Sec-WebSocket-Accept, -Protocol, -Extensions among them), the
-/// rate-limit fields of `fields`, and the Upgrade and Connection of this one response.
+/// rate-limit fields of `fields`, the lines `extra`, and the Upgrade and Connection of this one
+/// response.
 void render_switching_head(std::string& out, const response_parser& parser,
-                           const policy::rate_limit_fields& fields);
+                           const policy::rate_limit_fields& fields, std::string_view extra);
 
 /// Feeds the bytes already buffered to `parser`, which is reading a request head, counting
 /// them in `head`. Returns whether the head is complete; an error (the limit among them) goes

@@ -21,8 +21,14 @@ error_code write_now(tcp_socket& s, std::span<asio::const_buffer>& rest) {
   return {};
 }
 
+std::string_view clear_pow_cookie(bool tls) noexcept {
+  return tls ? "Set-Cookie: tollgate_pow=; Path=/; Max-Age=0; SameSite=Lax; Secure\r\n"
+             : "Set-Cookie: tollgate_pow=; Path=/; Max-Age=0; SameSite=Lax\r\n";
+}
+
 task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const local_answer& a) {
-  const auto [status, body, extra_fields, rate_limit, keep_alive, version, timeout] = a;
+  const auto [status, body, extra_fields, content_type, rate_limit, keep_alive, version, timeout] =
+      a;
   sc.status = static_cast<unsigned>(status);
   std::string& head = sc.head;
   head.clear();
@@ -30,7 +36,9 @@ task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const loca
   core::append_decimal(head, static_cast<std::int64_t>(status));
   head += ' ';
   head += sv(http::obsolete_reason(status));
-  head += "\r\nServer: tollgate\r\nContent-Type: application/problem+json\r\n";
+  head += "\r\nServer: tollgate\r\nContent-Type: ";
+  head += content_type.empty() ? std::string_view("application/problem+json") : content_type;
+  head += "\r\n";
   if (rate_limit != nullptr) append_rate_limit_fields(head, *rate_limit);
   head += extra_fields;
   head += "Content-Length: ";

@@ -45,6 +45,7 @@ struct request_in_hand {
   http::status status = http::status::ok;  ///< a local answer's status
   std::string_view body;                   ///< a local answer's body
   std::string_view extra_fields;           ///< a local answer's further header lines
+  std::string_view content_type;           ///< a local answer's type ("": problem+json)
   const policy::rate_limit_fields* rate = nullptr;  ///< a local answer's rate-limit fields
   bool keep_open = false;                           ///< a local answer keeps the connection
   const policy::route* route = nullptr;             ///< where an admitted request goes
@@ -60,7 +61,14 @@ struct request_in_hand {
   bool exempt = false;  ///< on the access allow list: no limits, proofs, bans or violations
   std::uint64_t written_before = 0;  ///< client_stream::written when it began (access log)
   double upstream_seconds = -1;      ///< to the upstream's response head; < 0: not sent
+  bool tls = false;                  ///< it came over TLS
+  /// It carried the proof-of-work cookie (DESIGN §5 "Browsers"): its response clears it, so
+  /// that a proof, once judged, is not sent again.
+  bool pow_cookie = false;
 };
+
+/// The header line that clears the proof-of-work cookie, on a TLS listener or not.
+std::string_view clear_pow_cookie(bool tls) noexcept;
 
 /// What the forwarder needs to know about an admitted request.
 struct forward_request {
@@ -226,6 +234,7 @@ struct local_answer {
   http::status status = http::status::ok;           ///< its status
   std::string_view body;                            ///< its body (alive until written)
   std::string_view extra_fields;                    ///< further header lines, each with CRLF
+  std::string_view content_type;                    ///< "": application/problem+json
   const policy::rate_limit_fields* rate = nullptr;  ///< rate-limit fields, when checked
   bool keep_alive = false;                          ///< the connection stays open afterwards
   unsigned version = 11;                            ///< the client's HTTP version

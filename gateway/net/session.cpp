@@ -13,7 +13,9 @@
 #include "gateway/net/http_helpers.hpp"
 #include "gateway/net/websocket.hpp"
 #include "gateway/net/worker.hpp"
+#include "gateway/policy/browser.hpp"
 #include "gateway/policy/client_address.hpp"
+#include "gateway/policy/keys.hpp"
 #include "gateway/policy/proxy_header.hpp"
 
 namespace tollgate::net {
@@ -241,6 +243,8 @@ enum class next_step {
 next_step answer_locally(request_in_hand& r, connection_scratch& sc, http::status status,
                          const policy::rate_limit_fields* rate, bool keep_open) {
   r.status = status;
+  // A proof sent in the cookie has been judged: the browser is told to drop it.
+  if (r.pow_cookie) sc.problem_fields += clear_pow_cookie(r.tls);
   r.body = sc.problem;
   r.extra_fields = sc.problem_fields;
   r.rate = rate;
@@ -299,6 +303,32 @@ metrics::upgrade_refusal refusal_of(policy::outcome o) noexcept {
   }
 }
 
+/// Renders the challenge of the request in hand as the browsers' page (DESIGN §5 "Browsers")
+/// over the problem body; the 428's X-PoW-* fields stay.
+void render_page(request_in_hand& r, connection_scratch& sc) {
+  const policy::challenge_values& c = r.verdict.challenge;
+  const auto& page = r.snap->page;
+  page.render(sc.problem, c, c.expires - r.gate.now / core::ns_per_s, r.tls);
+  sc.problem_fields += "Content-Security-Policy: ";
+  sc.problem_fields += page.content_security_policy();
+  // The same target answers JSON to an API client: caches keep the two apart, and keep
+  // neither (a challenge is for one client, once).
+  sc.problem_fields += "\r\nCache-Control: no-store\r\nVary: Accept\r\n";
+  r.content_type = "text/html; charset=utf-8";
+}
+
+/// The proof in a request's proof-of-work cookie (DESIGN §5 "Browsers"), or "" when it has none.
+std::string_view cookie_proof(const fields& f) {
+  const auto [first, last] = f.equal_range(http::field::cookie);
+  for (auto line = first; line != last; ++line) {
+    const std::string_view value = sv(line->value());
+    if (value.find(policy::pow_cookie) == std::string_view::npos) continue;
+    const std::string_view proof = policy::cookie_value(value, policy::pow_cookie);
+    if (!proof.empty()) return proof;
+  }
+  return {};
+}
+
 /// Turns the gate's verdict into the next step: counts the request, applies the effects, and
 /// renders a refusal into the scratch.
 next_step conclude(worker& w, connection_scratch& sc) {
@@ -322,6 +352,7 @@ next_step conclude(worker& w, connection_scratch& sc) {
     case policy::outcome::challenged:
       status = http::status::precondition_required;
       write_challenge(sc.problem, sc.problem_fields, v.challenge);
+      if (policy::prefers_html(sv(r.parser->get()[http::field::accept]))) render_page(r, sc);
       break;
     default:  // limited
       write_limited_body(sc.problem, sc.fields);
@@ -351,6 +382,8 @@ void begin_request(worker& w, connection_scratch& sc) {
   sc.arena.reset();
   r.route = nullptr;
   r.snap = w.current;
+  r.pow_cookie = false;
+  r.content_type = {};
   const auto& limits = r.snap->config.limits;
   std::apply([&](auto&&... a) { r.parser.emplace(a...); }, on_arena(sc.arena));
   r.parser->header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
@@ -406,8 +439,16 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   // passes the gate.
   const auto& access = snap.config.access;
   r.exempt = core::in_any(access.allow, r.client);
-  r.gate = {&category, &r.who, pow_category ? sv(req[pow_solution_field]) : std::string_view(),
-            w.shared.clock.now(), r.exempt};
+  // A proof comes in X-PoW-Solution, or from a browser in the cookie its page set.
+  std::string_view solution;
+  if (pow_category) {
+    solution = sv(req[pow_solution_field]);
+    if (solution.empty()) {
+      solution = cookie_proof(req.base());
+      r.pow_cookie = !solution.empty();
+    }
+  }
+  r.gate = {&category, &r.who, solution, w.shared.clock.now(), r.exempt};
   sc.fields.present = false;
   sc.fields.shadow.clear();
   if (core::in_any(access.deny, r.client)) {
@@ -646,6 +687,7 @@ local_answer answer_of(const request_in_hand& r) {
   return {r.status,
           r.body,
           r.extra_fields,
+          r.content_type,
           r.rate,
           r.keep_open,
           r.version,
@@ -706,6 +748,7 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     if (!co_await read_request(w, watch, sc, first, rec)) co_return;
     const worker_count busy(w.in_flight);  // graceful stop waits for these
     sc->request.written_before = watch.stream.written;
+    sc->request.tls = l.tls;
     next_step step = gate_request(w, *sc, peer, rec);
     if (step == next_step::ask_limits) step = co_await await_limits(w, *sc);
     if (step == next_step::close) co_return;

@@ -73,6 +73,7 @@ snapshot::snapshot(config::gateway_config c, core::siphash_key key, metrics::reg
     : config(std::move(c)),
       policy(config.policy, key),
       router(config, policy),
+      page(config.pow.page),
       upstream_endpoints(resolve_all(config)),
       tls(make_tls_contexts(config)) {
   static std::atomic<std::uint64_t> generations{0};

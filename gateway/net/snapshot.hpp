@@ -9,6 +9,7 @@
 #include "gateway/config/gateway.hpp"
 #include "gateway/metrics/exposition.hpp"
 #include "gateway/net/asio.hpp"
+#include "gateway/policy/challenge_page.hpp"
 #include "gateway/policy/compiled_policy.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/router.hpp"
@@ -29,6 +30,7 @@ struct snapshot {
   config::gateway_config config;                               ///< as loaded
   policy::compiled_policy policy;                              ///< limits per category
   policy::router router;                                       ///< routes
+  policy::challenge_page page;                                 ///< the browsers' 428 page
   std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  ///< per upstream, resolved
   std::vector<std::uint16_t> category_metric;  ///< metric label index per compiled category
   std::vector<std::uint16_t> upstream_metric;  ///< metric label index per upstream

@@ -1,12 +1,15 @@
 /// Fuzz target: the readers of limit keys from untrusted request bytes
 /// (gateway/policy/keys.*): a query parameter from a request target and a cookie from a
-/// Cookie field value, as compiled_policy::request calls them.
+/// Cookie field value, as compiled_policy::request calls them; and the browser readers
+/// (gateway/policy/browser.*): an Accept value, and a Cookie value without one cookie.
 ///
 /// Input: `name` NUL `text`. Checked: both readers only read the bytes given (each gets a heap
 /// copy of exactly that many bytes, so ASan sees an over-read); a query value found is
 /// non-empty and no longer than the text; a cookie value is a part of the text, and loses its
 /// quotes in pairs (one `"` before it means one after it: `"""a"""` gives `""a""`); asking again
-/// gives the same answer.
+/// gives the same answer. strip_cookie leaves no pair named `name` (cookie_value finds none
+/// in what it leaves), never grows the text past the pairs it had, and is idempotent;
+/// prefers_html is a function of its input.
 
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/policy/browser.hpp"
 #include "gateway/policy/keys.hpp"
 
 namespace {
@@ -52,5 +56,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     require(quoted_before == quoted_after, "a cookie value lost one quote of a pair");
     require(tollgate::policy::cookie_value(t, n) == cookie, "cookie_value is not a function");
   }
+
+  std::string rest, rest_again;
+  tollgate::policy::strip_cookie(t, n, rest);
+  require(rest.size() <= t.size() + t.size() / 2 + 2, "strip_cookie grew the field");
+  if (!n.empty()) {
+    require(tollgate::policy::cookie_value(rest, n).empty(), "strip_cookie left the cookie");
+  }
+  require(!tollgate::policy::strip_cookie(rest, n, rest_again) && rest_again == rest,
+          "strip_cookie is not idempotent");
+  require(tollgate::policy::prefers_html(t) == tollgate::policy::prefers_html(t),
+          "prefers_html is not a function");
   return 0;
 }

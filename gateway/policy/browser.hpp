@@ -1,0 +1,24 @@
+#pragma once
+/// What the gateway reads from a browser's request (DESIGN §5 "Browsers"): whether it wants a
+/// page rather than JSON, and the proof of work a page left in a cookie. No HTTP library
+/// types: values in, values out.
+
+#include <string>
+#include <string_view>
+
+namespace tollgate::policy {
+
+/// The cookie the challenge page stores its proof in: `tollgate_pow=<challenge>:<nonce>`.
+inline constexpr std::string_view pow_cookie = "tollgate_pow";
+
+/// Whether an `Accept` value prefers `text/html` to JSON: `text/html` is listed with a q above
+/// 0 and no JSON type (`application/json`, `application/problem+json`) has a higher q. A
+/// browser's navigation says so; fetch()'s `*/*`, curl's `*/*` and an API client's
+/// `application/json` do not. Items with a malformed q count as q=0.
+bool prefers_html(std::string_view accept) noexcept;
+
+/// Writes the pairs of a `Cookie` value other than those named `name` to `out` (`a=1; b=2`,
+/// spaces around pairs dropped), and says whether any was named `name`.
+bool strip_cookie(std::string_view cookies, std::string_view name, std::string& out);
+
+}  // namespace tollgate::policy

@@ -1,0 +1,216 @@
+"""The proof-of-work page in a real browser (DESIGN §5 "Browsers", issue 13): Debian's headless
+Chromium opens a page behind the gateway, gets the 428 page, solves the challenge by itself in
+a Web Worker, stores the proof in the `tollgate_pow` cookie, reloads, and ends on the upstream's
+answer; the upstream never sees the cookie, a replayed cookie is refused, a browser without
+JavaScript gets the explanation. Real tollgate and tollgate-echo processes on loopback.
+
+Run: /usr/bin/python3 tests/browser/test_browser.py BUILD_DIR [unittest args]
+Screenshots of the page go to BUILD_DIR/browser/.
+"""
+
+import asyncio
+import json
+import os
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "websocket"))
+sys.path.insert(0, HERE)
+if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+    os.environ["TOLLGATE_BUILD_DIR"] = sys.argv.pop(1)
+
+import harness as h  # noqa: E402
+from cdp import Chromium  # noqa: E402
+
+# /paid/ pays to pass at 12 bits once its one request is spent; /guarded/ asks a proof of a
+# client with violations; /hard/ asks 40 bits (never solved here: the page's progress).
+POLICY = """
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 100/s, burst: 100 } }
+  paid:
+    limits:
+      ipv4_individual: { short: { rate: 1/h, burst: 1 } }
+    pow: { enabled: false, on_limit: true, on_limit_bits: 12 }
+  guarded:
+    limits:
+      ipv4_individual: { short: { rate: 100/s, burst: 100 } }
+    pow: { enabled: true, base_bits: 12, step_bits: 0, max_bits: 12 }
+  hard:
+    limits:
+      ipv4_individual: { short: { rate: 1/h, burst: 1 } }
+    pow: { enabled: false, on_limit: true, on_limit_bits: 40 }
+violations:
+  rejected: { levels: [individual] }
+  pow_failed: { levels: [network] }
+"""
+
+GATEWAY = ("listeners: [{ name: public, address: 127.0.0.1, port: 0 }]\n"
+           "admin: { address: 127.0.0.1, port: 0 }\n"
+           "workers: 2\n"
+           "upstreams:\n"
+           '  app: { endpoints: ["{echo}"] }\n'
+           "routes:\n"
+           "  - { match: { path_prefix: /paid/ }, category: paid, upstream: app }\n"
+           "  - { match: { path_prefix: /guarded/ }, category: guarded, upstream: app }\n"
+           "  - { match: { path_prefix: /hard/ }, category: hard, upstream: app }\n"
+           "default_route: { category: general, upstream: app }\n"
+           'policies: ["{policy}"]\n'
+           "pow: { page: { title: Tollgate test check, text: Solving a puzzle for the test. } }\n")
+
+SHOTS = os.path.join(h.BUILD_DIR, "browser")
+
+
+def echo_headers(text):
+    """The headers the upstream received, from the echo's JSON answer shown as the page."""
+    answer = json.loads(text)
+    return {name.lower(): value for name, value in answer["headers"]}
+
+
+class BrowserPage(unittest.IsolatedAsyncioTestCase):
+    @classmethod
+    def setUpClass(cls):
+        os.makedirs(SHOTS, exist_ok=True)
+        cls.echo = h.Echo()
+        cls.gw = h.Gateway(GATEWAY, POLICY, cls.echo.port)
+        cls.base = f"http://127.0.0.1:{cls.gw.port}"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+        cls.echo.stop()
+
+    async def wait_text(self, page, predicate, timeout=20):
+        """The page's text once `predicate` holds for it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                text = await page.text()
+            except RuntimeError:  # between two documents: no context to evaluate in
+                text = ""
+            if predicate(text):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the page never got there; it shows: {text[:500]!r}")
+            await asyncio.sleep(0.05)
+
+    async def test_pays_to_pass_by_itself_and_the_upstream_never_sees_the_cookie(self):
+        before = self.gw.metrics()
+        valid = before.value("tollgate_pow_verifications_total", result="valid")
+        passed = before.value("tollgate_requests_total", category="paid", decision="pow_passed")
+        async with Chromium() as browser:
+            page = await browser.new_page()
+            # A cookie of the site's own: it must still reach the upstream.
+            await page.send("Network.setCookie", {"name": "session", "value": "s1",
+                                                  "url": self.base + "/"})
+            await page.navigate(self.base + "/paid/first")  # the one request the limit allows
+            self.assertEqual(echo_headers(await page.text())["x-real-ip"], "127.0.0.1")
+            await page.navigate(self.base + "/paid/second")
+            text = await self.wait_text(page, lambda t: t.startswith("{") and "/paid/second" in t)
+            headers = echo_headers(text)
+            self.assertNotIn("tollgate_pow", headers.get("cookie", ""))
+            self.assertEqual(headers.get("cookie"), "session=s1")
+            self.assertNotIn("x-pow-solution", headers)
+
+            # What the browser did: a 428 page, then the same URL with the proof in the cookie.
+            responses = [(url, status) for url, status, _ in page.responses()]
+            self.assertIn((self.base + "/paid/second", 428), responses)
+            self.assertEqual(responses[-1], (self.base + "/paid/second", 200))
+            sent = [hd for url, hd in page.requests() if url == self.base + "/paid/second"]
+            cookie = {k.lower(): v for k, v in sent[-1].items()}.get("cookie", "")
+            proof = [c.split("=", 1)[1] for c in cookie.split("; ") if c.startswith("tollgate_pow=")]
+            self.assertEqual(len(proof), 1, cookie)
+            # The gateway told the browser to drop the spent proof.
+            self.assertNotIn("tollgate_pow", await page.evaluate("document.cookie"))
+
+        after = self.gw.metrics()
+        self.assertEqual(after.value("tollgate_pow_verifications_total", result="valid"), valid + 1)
+        self.assertEqual(after.value("tollgate_requests_total", category="paid",
+                                     decision="pow_passed"), passed + 1)
+        # The same cookie again: a replay, refused as from the header.
+        status, head, body = h.http_request(
+            self.gw.port, "GET /paid/third HTTP/1.1\r\nHost: t\r\nAccept: application/json\r\n"
+            f"Cookie: tollgate_pow={proof[0]}\r\nConnection: close\r\n\r\n")
+        self.assertEqual(status, 428, body)
+        self.assertEqual(json.loads(body)["reason"], "replayed")
+        self.assertIn("tollgate_pow=; Path=/; Max-Age=0", head.get("set-cookie", ""))
+
+    async def test_a_client_with_violations_passes_the_check_by_itself(self):
+        # The upstream flags this client once: from now on /guarded/ asks it for a proof.
+        status, _, _ = h.http_request(self.gw.port, "GET /x?violation=rejected HTTP/1.1\r\n"
+                                      "Host: t\r\nConnection: close\r\n\r\n")
+        self.assertEqual(status, 200)
+        async with Chromium() as browser:
+            page = await browser.new_page()
+            await page.navigate(self.base + "/guarded/page")
+            text = await self.wait_text(page, lambda t: t.startswith("{") and "/guarded/page" in t)
+            self.assertNotIn("cookie", echo_headers(text))
+            responses = [(url, status) for url, status, _ in page.responses()]
+            self.assertEqual(responses[0], (self.base + "/guarded/page", 428))
+
+    async def test_without_javascript_the_page_says_what_to_do(self):
+        async with Chromium() as browser:
+            page = await browser.new_page()
+            await page.send("Emulation.setScriptExecutionDisabled", {"value": True})
+            await page.navigate(self.base + "/hard/one")
+            await page.navigate(self.base + "/hard/two")
+            await asyncio.sleep(1)  # time enough to have reloaded, were anything running
+            text = await page.text()
+            self.assertIn("This check needs JavaScript", text)
+            self.assertIn("X-PoW-Solution", text)
+            _, status, headers = page.responses()[-1]
+            self.assertEqual(status, 428)
+            headers = {k.lower(): v for k, v in headers.items()}
+            self.assertTrue(headers["content-type"].startswith("text/html"))
+            self.assertIn(headers["x-pow-challenge"], text)
+            await page.screenshot(os.path.join(SHOTS, "challenge-no-javascript.png"))
+
+    async def test_the_page_shows_progress_and_stays_responsive(self):
+        async with Chromium() as browser:
+            page = await browser.new_page()
+            await page.navigate(self.base + "/hard/a")
+            await page.navigate(self.base + "/hard/b")  # 40 bits: still solving when we look
+            text = await self.wait_text(page, lambda t: "per second" in t)
+            self.assertIn("Tollgate test check", text)
+            # The solver is in a worker: the page answers at once while it works.
+            start = time.monotonic()
+            self.assertEqual(await page.evaluate("1 + 1"), 2)
+            self.assertLess(time.monotonic() - start, 1.0)
+            tries = [int(await page.evaluate(
+                "document.getElementById('tollgate-status').textContent.match(/([\\d,.\\s]+) tries/)[1]"
+                ".replace(/\\D/g, '')")) for _ in range(1)]
+            await asyncio.sleep(0.6)
+            later = int(await page.evaluate(
+                "document.getElementById('tollgate-status').textContent.match(/([\\d,.\\s]+) tries/)[1]"
+                ".replace(/\\D/g, '')"))
+            self.assertGreater(later, tries[0])
+            await page.screenshot(os.path.join(SHOTS, "challenge-desktop.png"))
+            phone = await browser.new_page(width=390, height=844, mobile=True)
+            await phone.navigate(self.base + "/hard/c")
+            await self.wait_text(phone, lambda t: "per second" in t)
+            await phone.screenshot(os.path.join(SHOTS, "challenge-phone.png"))
+
+    def test_api_clients_still_get_json_and_browsers_get_a_strict_page(self):
+        h.http_request(self.gw.port, "GET /hard/warm HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        status, head, body = h.http_request(
+            self.gw.port, "GET /hard/api HTTP/1.1\r\nHost: t\r\nAccept: */*\r\nConnection: close\r\n\r\n")
+        self.assertEqual(status, 428)
+        self.assertEqual(head["content-type"], "application/problem+json")
+        self.assertEqual(json.loads(body)["code"], "pow_required")
+        status, head, body = h.http_request(
+            self.gw.port, "GET /hard/page HTTP/1.1\r\nHost: t\r\n"
+            "Accept: text/html,application/xhtml+xml,*/*;q=0.8\r\nConnection: close\r\n\r\n")
+        self.assertEqual(status, 428)
+        self.assertEqual(head["content-type"], "text/html; charset=utf-8")
+        self.assertEqual(head["cache-control"], "no-store")
+        self.assertTrue(head["content-security-policy"].startswith("default-src 'none'"))
+        self.assertIn(f'data-challenge="{head["x-pow-challenge"]}"', body)
+        self.assertEqual(head["x-pow-difficulty"], "40")
+        self.assertNotIn("set-cookie", head)  # no cookie sent, none to clear
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
