@@ -246,7 +246,7 @@ class Clients(unittest.TestCase):
     def test_every_nonce_has_the_bits_asked_for(self):
         """A solver one bit short passes a live test half the time: 20 challenges at each of
         0-12 bits (and 16 once; WebCrypto up to 10) leave it no chance, for the Python function
-        and each engine of the JS module, whose bit checks differ (bytes, hex strings)."""
+        and each engine of the JS module, whose bit checks differ (bytes, hex strings, words)."""
         challenges = [f"ch{i}_{b}-x" for b in range(13) for i in range(20)] + ["ch16"]
         bits = [b for b in range(13) for _ in range(20)] + [16]
         for challenge, b in zip(challenges, bits):
@@ -256,7 +256,7 @@ class Clients(unittest.TestCase):
         code, out, err = run_node("""
 const [challenges, bits] = JSON.parse(process.argv[2]);
 const out = {};
-for (const engine of ["node", "node-createhash", "webcrypto"]) {
+for (const engine of ["node", "js", "webcrypto", "browser"]) {
   out[engine] = [];
   for (let i = 0; i < challenges.length; ++i) {
     if (engine === "webcrypto" && bits[i] > 10) break;  // 40 times slower: up to 10 bits
@@ -267,7 +267,7 @@ console.log(JSON.stringify(out));
 """, json.dumps([challenges, bits]), timeout=60)
         self.assertEqual(code, 0, err)
         solved = json.loads(out)
-        self.assertEqual(sorted(solved), ["node", "node-createhash", "webcrypto"])
+        self.assertEqual(sorted(solved), ["browser", "js", "node", "webcrypto"])
         for engine, nonces in solved.items():
             self.assertEqual(len(nonces), len(challenges) if engine != "webcrypto" else 11 * 20, engine)
             for challenge, b, nonce in zip(challenges, bits, nonces):
@@ -275,10 +275,34 @@ console.log(JSON.stringify(out));
                 self.assertGreaterEqual(leading_zero_bits(f"{challenge}:{nonce}".encode()), b,
                                         (engine, challenge, nonce))
 
+    def test_js_sha256_matches_node_crypto(self):
+        """The module's own SHA-256 (the browsers' engine) against OpenSSL's through node:crypto:
+        challenges of every length 1-200 (tails of 0-63 bytes after the full blocks) with nonces
+        that keep the last block single or make it two."""
+        code, out, err = run_node("""
+import { createHash } from "node:crypto";
+const words = new Int32Array(2);
+let checked = 0;
+const wrong = [];
+for (let length = 1; length <= 200; ++length) {
+  const challenge = "Ab_-9".repeat(40).slice(0, length);
+  const hash = pow.prefixHasher(challenge);
+  for (const nonce of ["0", "zz", "1a2b3c", "x".repeat(40), "y".repeat(55), "Z".repeat(64)]) {
+    hash(nonce, words);
+    const digest = createHash("sha256").update(`${challenge}:${nonce}`).digest();
+    if (digest.readInt32BE(0) !== words[0] || digest.readInt32BE(4) !== words[1]) wrong.push([length, nonce]);
+    ++checked;
+  }
+}
+console.log(JSON.stringify({ checked, wrong }));
+""")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out), {"checked": 1200, "wrong": []})
+
     # --- JavaScript in Node --------------------------------------------------------------------
 
     def test_js_solution_for_each_engine_gets_200(self):
-        for engine in ("node", "node-createhash", "webcrypto"):
+        for engine in ("node", "js", "webcrypto", "browser"):
             with self.subTest(engine=engine):
                 client = h.new_client_address()
                 self.assertEqual(self.get("/paid/js", client)[0], 200)
@@ -360,7 +384,7 @@ const other = new Response("{}", { status: 428, headers: { "X-PoW-Challenge": go
 const deep = new Response("{}", { status: 428, headers: { "X-PoW-Challenge": good, "X-PoW-Difficulty": "65" } });
 const bad = async (r) => { try { await pow.solutionFor(r); return null; } catch (e) { return e.name; } };
 const aborted = [];
-for (const engine of ["node", "webcrypto"]) {
+for (const engine of ["node", "js", "webcrypto"]) {
   const controller = new AbortController();
   setTimeout(() => controller.abort(), 100);
   const started = Date.now();
