@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 
+#include "gateway/app/admin_support.hpp"
 #include "gateway/core/text.hpp"
 #include "gateway/limit/gcra.hpp"
 
@@ -10,71 +11,65 @@ namespace tollgate::app {
 namespace {
 
 namespace json = boost::json;
-using reply = net::admin_server::reply;
-
-reply answer(unsigned status, const json::value& body) {
-  return {status, json::serialize(body)};
-}
-
-reply error(unsigned status, std::string_view message) {
-  return answer(status, json::object{{"error", message}});
-}
-
-/// The address in the last path segment, %-decoded (IPv6 colons may come escaped).
-std::optional<core::address> address_in(std::string_view segment) {
-  std::string text;
-  if (!core::percent_decode(segment, text)) return std::nullopt;
-  return core::address::parse(text);
-}
+using admin::answer;
+using admin::problem;
 
 }  // namespace
 
-reply admin_api::handle(std::string_view method, std::string_view path) const {
-  constexpr std::string_view bans_path = "/admin/bans", addresses_path = "/admin/addresses/";
-  if (path == bans_path || path == "/admin/bans/") {
-    if (method != "GET") return error(405, "use GET");
+net::admin_server::reply admin_api::handle(const request& r) const {
+  constexpr std::string_view bans_path = "/admin/bans/", addresses_path = "/admin/addresses/";
+  const std::string_view path = r.path;
+  if (path == "/admin/bans" || path == bans_path) {
+    if (r.method != "GET") return admin::not_allowed("GET");
     return bans();
   }
-  if (path.starts_with("/admin/bans/")) {
-    if (method != "DELETE") return error(405, "use DELETE to lift a ban");
-    const auto a = address_in(path.substr(bans_path.size() + 1));
-    if (!a) return error(400, "not an IP address");
-    return lift(*a);
+  if (path.starts_with(bans_path)) {
+    const std::string_view target = path.substr(bans_path.size());
+    if (r.method == "PUT") return ban(r, target);
+    if (r.method == "DELETE") return lift(r, target);
+    return admin::not_allowed("PUT, DELETE");
   }
   if (path.starts_with(addresses_path)) {
-    if (method != "GET") return error(405, "use GET");
-    const auto a = address_in(path.substr(addresses_path.size()));
-    if (!a) return error(400, "not an IP address");
-    return address(*a);
+    const std::string_view target = path.substr(addresses_path.size());
+    if (r.method == "GET") return address(target);
+    if (r.method == "DELETE") return reset(r, target);
+    return admin::not_allowed("GET, DELETE");
   }
-  return error(404, "no such admin resource");
+  if (path == "/admin/limited") {
+    if (r.method != "GET") return admin::not_allowed("GET");
+    return limited(r);
+  }
+  return problem(404, "no such admin resource");
 }
 
-reply admin_api::bans() const {
-  const core::nanos now = clock_.now();
-  const auto& prefixes = current_->policy.prefixes();
+admin_api::reply admin_api::bans() const {
+  const core::nanos now = c_.clock.now();
+  const auto& prefixes = c_.current->policy.prefixes();
   json::array list;
-  for (const auto& b : pow_.violations().bans(now)) {
+  for (const auto& b : c_.pow.violations().bans(now)) {
     list.push_back(json::object{
         {"address",
          limit::key_to_string(static_cast<limit::level>(b.who.level), b.who.key, prefixes)},
+        {"kind", "automatic"},
         {"until", core::ceil_seconds(b.until)},
         {"retry_after", core::ceil_seconds(b.until - now)},
         {"bans", b.bans}});
   }
+  for (const auto& b : c_.pow.manual_bans().list(now)) {
+    list.push_back(json::object{{"address", b.block.to_string()},
+                                {"kind", "manual"},
+                                {"since", b.since / core::ns_per_s},
+                                {"until", core::ceil_seconds(b.until)},
+                                {"retry_after", core::ceil_seconds(b.until - now)},
+                                {"reason", b.reason}});
+  }
   return answer(200, json::object{{"bans", std::move(list)}});
-}
-
-reply admin_api::lift(const core::address& a) const {
-  const auto who = policy::subjects_of(a, current_->policy.prefixes());
-  const bool lifted = pow_.violations().lift(who.individual, clock_.now());
-  return answer(lifted ? 200u : 404u, json::object{{"address", a.to_string()}, {"lifted", lifted}});
 }
 
 /// Limiter state of every address limit of every category for `a`: what a request now would
 /// see. Limits keyed on anything else are not the address's, and are not shown.
 json::array admin_api::limits_of(const core::address& a, core::nanos now) const {
-  const auto& snap = *current_;
+  const auto& snap = *c_.current;
   const auto keys = limit::keys_of(a, snap.policy.prefixes());
   json::array out;
   for (const auto& c : snap.policy.categories()) {
@@ -82,7 +77,7 @@ json::array admin_api::limits_of(const core::address& a, core::nanos now) const 
          {std::pair{keys.fine, keys.fine_key}, {keys.coarse, keys.coarse_key}}) {
       const limit::limit_spec* spec = c.at_level(lvl);
       if (spec == nullptr) continue;
-      const auto state = store_.state_of(*spec, key);
+      const auto state = c_.store.state_of(*spec, key);
       for (int t = 0; t < 2; ++t) {
         const auto& p = spec->tiers[static_cast<std::size_t>(t)];
         if (p.burst == 0) continue;
@@ -101,12 +96,25 @@ json::array admin_api::limits_of(const core::address& a, core::nanos now) const 
   return out;
 }
 
-reply admin_api::address(const core::address& a) const {
-  const core::nanos now = clock_.now();
-  const auto& snap = *current_;
+json::array admin_api::manual_bans_over(const core::key_block& b, core::nanos now) const {
+  json::array out;
+  for (const auto& m : c_.pow.manual_bans().list(now)) {
+    if (b.overlaps(m.block.family, m.block.net, m.block.prefix)) {
+      out.push_back(json::string(m.block.to_string()));
+    }
+  }
+  return out;
+}
+
+admin_api::reply admin_api::address(std::string_view target) const {
+  const auto text = admin::decoded(target);
+  const auto a = text ? core::address::parse(*text) : std::nullopt;
+  if (!a) return problem(400, "not an IP address: GET takes one address (DELETE resets a block)");
+  const core::nanos now = c_.clock.now();
+  const auto& snap = *c_.current;
   const auto& prefixes = snap.policy.prefixes();
-  const auto who = policy::subjects_of(a, prefixes);
-  const auto view = pow_.violations().describe(who.individual, who.network, now);
+  const auto who = policy::subjects_of(*a, prefixes);
+  const auto view = c_.pow.violations().describe(who.individual, who.network, now);
   const auto name = [&](const pow::subject& s) {
     return limit::key_to_string(static_cast<limit::level>(s.level), s.key, prefixes);
   };
@@ -116,12 +124,16 @@ reply admin_api::address(const core::address& a) const {
     const std::size_t slot = snap.reason_slot[i];
     reasons[names[i]] = slot < view.reasons.size() ? view.reasons[slot] : 0;
   }
+  // The ban a request would meet: automatic or manual, whichever ends later.
   json::value ban = nullptr;
-  if (view.banned_until) {
-    ban = json::object{{"until", core::ceil_seconds(*view.banned_until)},
-                       {"retry_after", core::ceil_seconds(*view.banned_until - now)}};
+  if (const auto until = c_.pow.banned_until(who, now)) {
+    ban = json::object{{"until", core::ceil_seconds(*until)},
+                       {"retry_after", core::ceil_seconds(*until - now)}};
   }
-  return answer(200, json::object{{"address", a.to_string()},
+  const core::key_block self{
+      a->family(), who.individual.key,
+      limit::prefix_of(static_cast<limit::level>(who.individual.level), prefixes)};
+  return answer(200, json::object{{"address", a->to_string()},
                                   {"individual", name(who.individual)},
                                   {"network", name(who.network)},
                                   {"violations", json::object{{"individual", view.individual},
@@ -129,7 +141,8 @@ reply admin_api::address(const core::address& a) const {
                                                               {"reasons", std::move(reasons)}}},
                                   {"ban", std::move(ban)},
                                   {"bans", view.bans},
-                                  {"limits", limits_of(a, now)}});
+                                  {"manual_bans", manual_bans_over(self, now)},
+                                  {"limits", limits_of(*a, now)}});
 }
 
 }  // namespace tollgate::app

@@ -1,12 +1,16 @@
 #pragma once
-/// The JSON admin API (DESIGN §10): list bans, lift a ban, and show what the gateway holds on
-/// one address (violation counters, ban, limiter state).
+/// The JSON admin API (DESIGN §10): bans (list, place by hand, lift), what the gateway holds on
+/// one address (violation counters, ban, limiter state), a reset of an address or a network,
+/// and the most limited clients. Every request that changes state leaves one audit line.
 
 #include <boost/json/array.hpp>
 
 #include <memory>
 #include <string_view>
+#include <vector>
 
+#include "gateway/core/key_block.hpp"
+#include "gateway/limit/top_limited.hpp"
 #include "gateway/net/admin.hpp"
 #include "gateway/net/snapshot.hpp"
 #include "gateway/policy/pow_gate.hpp"
@@ -14,27 +18,44 @@
 
 namespace tollgate::app {
 
+/// What the admin API reads and changes.
+struct admin_context {
+  policy::pow_state& pow;                               ///< counters, bans
+  store::decision_store& store;                         ///< limiter state
+  const core::clock& clock;                             ///< now
+  const std::shared_ptr<const net::snapshot>& current;  ///< the configuration in force
+  std::vector<const limit::rejection_tally*> limited;   ///< every worker's rejections
+  bool shared_store = false;  ///< store: redis (a reset leaves Redis's state alone)
+};
+
 /// Answers /admin/ requests.
 /// Thread safety: used on the control thread, which also swaps `current`.
 class admin_api {
  public:
-  admin_api(policy::pow_state& pow, store::decision_store& store, const core::clock& clock,
-            const std::shared_ptr<const net::snapshot>& current)
-      : pow_(pow), store_(store), clock_(clock), current_(current) {}
+  /// Longest manual ban.
+  static constexpr core::nanos max_ban = 30 * 24 * 3600 * core::ns_per_s;
 
-  /// GET /admin/bans, DELETE /admin/bans/<address>, GET /admin/addresses/<address>.
-  net::admin_server::reply handle(std::string_view method, std::string_view path) const;
+  explicit admin_api(admin_context c) : c_(std::move(c)) {}
+
+  /// GET /admin/bans; PUT and DELETE /admin/bans/<address or CIDR>; GET /admin/addresses/
+  /// <address>; DELETE /admin/addresses/<address or CIDR> (reset); GET /admin/limited?top=N.
+  net::admin_server::reply handle(const net::admin_server::request& r) const;
 
  private:
-  net::admin_server::reply bans() const;
-  net::admin_server::reply lift(const core::address& a) const;
-  net::admin_server::reply address(const core::address& a) const;
-  boost::json::array limits_of(const core::address& a, core::nanos now) const;
+  using reply = net::admin_server::reply;
+  using request = net::admin_server::request;
 
-  policy::pow_state& pow_;
-  store::decision_store& store_;
-  const core::clock& clock_;
-  const std::shared_ptr<const net::snapshot>& current_;  ///< the configuration in force
+  reply bans() const;
+  reply ban(const request& r, std::string_view target) const;
+  reply lift(const request& r, std::string_view target) const;
+  reply address(std::string_view target) const;
+  reply reset(const request& r, std::string_view target) const;
+  reply limited(const request& r) const;
+  boost::json::array limits_of(const core::address& a, core::nanos now) const;
+  /// The manual bans in force whose block overlaps `b`, as text.
+  boost::json::array manual_bans_over(const core::key_block& b, core::nanos now) const;
+
+  admin_context c_;
 };
 
 }  // namespace tollgate::app

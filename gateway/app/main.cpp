@@ -413,7 +413,8 @@ int run(const std::string& path) {
               describe_in_force(*current, values);
               values.version = std::string(version);
               values.active_bans =
-                  static_cast<double>(pow_state.violations().bans(clock.now()).size());
+                  static_cast<double>(pow_state.violations().bans(clock.now()).size() +
+                                      pow_state.manual_bans().list(clock.now()).size());
               if (redis != nullptr) {
                 values.store = redis->counters();
                 values.store_degraded = redis->degraded();
@@ -431,8 +432,10 @@ int run(const std::string& path) {
               return {true, "ready (store degraded: redis unreachable, fail_mode " +
                                 std::string(store::fail_mode_name(redis->on_failure())) + ")"};
             },
-            [&](std::string_view method, std::string_view path) {
-              return app::admin_api(pow_state, store, clock, current).handle(method, path);
+            [&](const net::admin_server::request& r) {
+              return app::admin_api({pow_state, store, clock, current, server.limited(),
+                                     redis != nullptr})
+                  .handle(r);
             },
             admin_token()});
   } catch (const std::exception& e) {

@@ -163,6 +163,20 @@ decision memory_store::decide_once(const limit_request& req, std::uint32_t slice
   return d;
 }
 
+std::size_t memory_store::forget(const core::key_block& block,
+                                 const core::level_prefixes& prefixes) noexcept {
+  const std::uint8_t bits[level_count] = {prefixes.ipv4_individual, prefixes.ipv4_network,
+                                          prefixes.ipv6_subnet, prefixes.ipv6_provider};
+  std::size_t n = 0;
+  // Tables 0..3 hold the address levels' keys of every category, and nothing else.
+  for (std::size_t t = 0; t < level_count; ++t) {
+    const auto l = static_cast<level>(t);
+    if (core::is_v4(l) != (block.family == core::family::v4)) continue;
+    n += tables_[t]->erase_if([&](std::uint64_t key) { return block.overlaps(l, key, bits[t]); });
+  }
+  return n;
+}
+
 std::optional<state_entry> memory_store::lookup(const limit_spec& spec,
                                                 std::uint64_t key) noexcept {
   return tables_[spec.table()]->lookup(key, spec.scope);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "gateway/core/key_block.hpp"
 #include "gateway/limit/request.hpp"
 #include "gateway/limit/state_table.hpp"
 
@@ -47,6 +48,9 @@ class memory_store {
 
   /// The stored entry of one key of limit `spec`, if any (admin API, tests).
   std::optional<state_entry> lookup(const limit_spec& spec, std::uint64_t key) noexcept;
+  /// Forgets the state of every address-level key that overlaps `block` (keys masked to
+  /// `prefixes`), in every category; returns the entries removed (the admin API's reset).
+  std::size_t forget(const core::key_block& block, const core::level_prefixes& prefixes) noexcept;
   /// Table `t` (limit_spec::table()).
   state_table& table(std::uint8_t t) noexcept { return *tables_[t]; }
   /// Entries held by table `t` (the tracked-keys gauge).

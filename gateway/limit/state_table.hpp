@@ -108,6 +108,27 @@ class state_table {
   state_entry* insert(const state_location& at, std::uint64_t key, std::uint32_t scope,
                       nanos now) noexcept;
 
+  /// Removes every entry whose key satisfies `pred`, taking each shard's lock in turn; returns
+  /// how many went (the admin API's reset: a whole sweep, off the request path).
+  template <class P>
+  std::size_t erase_if(P&& pred) noexcept {
+    std::size_t n = 0;
+    for (std::uint32_t s = 0; s < shard_count_; ++s) {
+      const state_location at{&locks_[s & lock_mask_].lock, &shards_[s],
+                              slots_ + std::size_t{s} * slots_per_shard_, 0, s & lock_mask_};
+      std::lock_guard guard(*at.lock);
+      for (std::uint32_t i = 0; i < slots_per_shard_; ++i) {
+        // Deletion shifts later entries of the run back: look at this slot again. An entry
+        // shifted from the start of the shard to its end was looked at already and stays.
+        while (at.slots[i].scope != 0 && pred(at.slots[i].key)) {
+          erase(at, i);
+          ++n;
+        }
+      }
+    }
+    return n;
+  }
+
   /// A copy of the entry of (key, scope), taking the lock itself (admin and tests).
   std::optional<state_entry> lookup(std::uint64_t key, std::uint32_t scope) noexcept;
 

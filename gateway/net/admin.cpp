@@ -9,9 +9,11 @@ namespace tollgate::net {
 
 namespace {
 
+using admin_request = http::request<http::string_body>;
+
 /// Whether `req` carries the admin token (compared in constant time) in the Bearer scheme,
 /// spelt in any case.
-bool authorized(const admin_server::handlers& h, const http::request<http::empty_body>& req) {
+bool authorized(const admin_server::handlers& h, const admin_request& req) {
   if (h.token.empty()) return true;
   const auto field = req[http::field::authorization];
   const std::string_view given = core::bearer_token({field.data(), field.size()});
@@ -19,27 +21,57 @@ bool authorized(const admin_server::handlers& h, const http::request<http::empty
          pow::equal_secret(given.data(), h.token.data(), h.token.size());
 }
 
-void answer_api(const admin_server::handlers& h, const http::request<http::empty_body>& req,
-                std::string_view path, http::response<http::string_body>& res) {
-  res.set(http::field::content_type, "application/json");
+std::string_view sv(beast::string_view s) {
+  return {s.data(), s.size()};
+}
+
+void answer_api(const admin_server::handlers& h, const admin_request& req, std::string peer,
+                std::string_view target, http::response<http::string_body>& res) {
+  const auto q = target.find('?');
+  const admin_server::request r{
+      sv(req.method_string()),
+      target.substr(0, q),
+      q == std::string_view::npos ? std::string_view() : target.substr(q + 1),
+      req.body(),
+      std::move(peer),
+      !h.token.empty()};
   if (!authorized(h, req)) {
+    // A refused attempt to change something is an audit line too (never the token sent).
+    if (req.method() != http::verb::get && req.method() != http::verb::head) {
+      spdlog::warn("admin audit: action=refused request=\"{} {}\" result=401 peer={} token={}",
+                   r.method, r.path, r.peer,
+                   req.find(http::field::authorization) == req.end() ? "absent" : "wrong");
+    }
     res.result(http::status::unauthorized);
     res.set(http::field::www_authenticate, "Bearer");
-    res.body() = "{\"error\":\"a bearer token is required\"}";
+    res.set(http::field::content_type, "application/problem+json");
+    res.body() = R"({"type":"about:blank","title":"Unauthorized","status":401,)"
+                 R"("detail":"a bearer token is required","error":"a bearer token is required"})";
     return;
   }
-  const auto reply =
-      h.api(std::string_view(req.method_string().data(), req.method_string().size()), path);
+  auto reply = h.api(r);
   res.result(static_cast<http::status>(reply.status));
-  res.body() = reply.body;
+  res.set(http::field::content_type, reply.content_type);
+  if (!reply.allow.empty()) res.set(http::field::allow, reply.allow);
+  res.body() = std::move(reply.body);
+}
+
+/// "address:port" of the socket's peer, or "unknown".
+std::string peer_of(const beast::tcp_stream& stream) {
+  error_code ec;
+  const auto ep = stream.socket().remote_endpoint(ec);
+  if (ec) return "unknown";
+  return ep.address().is_v6() ? "[" + ep.address().to_string() + "]:" + std::to_string(ep.port())
+                              : ep.address().to_string() + ":" + std::to_string(ep.port());
 }
 
 asio::awaitable<void> serve_admin(tcp::socket socket, const admin_server::handlers& h) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   for (;;) {
-    http::request_parser<http::empty_body> parser;
+    http::request_parser<http::string_body> parser;
     parser.header_limit(8 * 1024);
+    parser.body_limit(8 * 1024);  // a ban's duration and note: a JSON object of a few fields
     stream.expires_after(std::chrono::seconds(30));
     auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
     if (ec) co_return;  // closed, idle or garbage: an operator's client will retry
@@ -51,7 +83,7 @@ asio::awaitable<void> serve_admin(tcp::socket socket, const admin_server::handle
     res.set(http::field::content_type, "text/plain; charset=utf-8");
     const bool api = path.starts_with("/admin/");
     if (api) {
-      answer_api(h, req, path, res);
+      answer_api(h, req, peer_of(stream), target, res);
     } else if (req.method() != http::verb::get && req.method() != http::verb::head) {
       res.result(http::status::method_not_allowed);
       res.set(http::field::allow, "GET, HEAD");

@@ -16,19 +16,30 @@ namespace tollgate::net {
 /// Thread safety: used on its io_context only.
 class admin_server {
  public:
-  /// What the endpoints answer with.
   /// An answer of the admin API.
   struct reply {
-    unsigned status = 200;  ///< HTTP status
-    std::string body;       ///< JSON
+    unsigned status = 200;                          ///< HTTP status
+    std::string body;                               ///< JSON
+    std::string content_type = "application/json";  ///< or application/problem+json
+    std::string allow;                              ///< the Allow field of a 405
   };
+  /// A request to the admin API, as far as its handler needs it.
+  struct request {
+    std::string_view method;  ///< GET, PUT, DELETE, ...
+    std::string_view path;    ///< under /admin/, without the query
+    std::string_view query;   ///< after '?', or ""
+    std::string_view body;    ///< at most 8 KiB
+    std::string peer;         ///< the operator's address and port (audit lines)
+    bool token = false;       ///< an admin token was presented and accepted (audit lines)
+  };
+  /// What the endpoints answer with.
   struct handlers {
     std::function<std::string()> metrics;  ///< Prometheus text exposition
     /// /readyz: whether to take traffic (false while draining, or while a fail_mode closed
     /// store cannot reach Redis) and the line that says so ("ready", "draining", ...).
     std::function<std::pair<bool, std::string>()> ready;
-    /// The admin API: method and path (under /admin/, query removed) to a JSON answer.
-    std::function<reply(std::string_view method, std::string_view path)> api;
+    /// The admin API: a request under /admin/ to a JSON answer.
+    std::function<reply(const request&)> api;
     std::string token;  ///< required as "Authorization: Bearer <token>" when not empty
   };
   /// Binds `endpoint` on `io` (throws on failure).

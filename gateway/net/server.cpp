@@ -184,6 +184,13 @@ std::vector<const metrics::worker_counters*> server::counters() const {
   return out;
 }
 
+std::vector<const limit::rejection_tally*> server::limited() const {
+  std::vector<const limit::rejection_tally*> out;
+  for (const auto& w : workers_)
+    out.push_back(&w->limited);
+  return out;
+}
+
 void server::publish(std::shared_ptr<const snapshot> s) {
   for (auto& w : workers_) {
     asio::post(w->io, [wp = w.get(), s] { wp->adopt(s); });

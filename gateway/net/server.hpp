@@ -30,6 +30,8 @@ class server {
   void start();
   /// Every worker's counters, for a scrape.
   std::vector<const metrics::worker_counters*> counters() const;
+  /// Every worker's rejections per client, for the admin API.
+  std::vector<const limit::rejection_tally*> limited() const;
   /// Installs `s` on every worker; requests that start afterwards use it.
   void publish(std::shared_ptr<const snapshot> s);
   /// Stops accepting, gives requests in flight up to `grace` to finish, then stops the workers

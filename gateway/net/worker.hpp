@@ -9,6 +9,7 @@
 
 #include "gateway/core/clock.hpp"
 #include "gateway/core/log_file.hpp"
+#include "gateway/limit/top_limited.hpp"
 #include "gateway/metrics/counters.hpp"
 #include "gateway/net/address_slots.hpp"
 #include "gateway/net/asio.hpp"
@@ -80,6 +81,9 @@ struct worker {
   std::uint64_t refusals_unlogged = 0;
   std::chrono::steady_clock::time_point refusals_logged;  ///< when they were last logged
   metrics::worker_counters counters;                      ///< written by this worker only
+  /// Rejections (429, pay-to-pass 428) per client over the last minute or two: counted on the
+  /// rejection path only, read by the admin API (GET /admin/limited).
+  limit::rejection_tally limited{60 * core::ns_per_s};
   /// Run by exactly one thread, and every socket and timer on it is used only from that
   /// thread (other threads only post), so the reactor needs no locks.
   asio::io_context io{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};

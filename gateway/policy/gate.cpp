@@ -51,8 +51,8 @@ void gate::before_limits(const gate_input& in, gate_verdict& v) const {
     v.result = outcome::allowed;
     return;
   }
-  // 1. A ban covers the address in every category.
-  if (const auto until = pow_.violations().banned_until(in.who->individual, in.now)) {
+  // 1. A ban, automatic or placed by an operator, covers the address in every category.
+  if (const auto until = pow_.banned_until(*in.who, in.now)) {
     v.sent = {};
     v.result = outcome::banned;
     v.retry_after = core::ceil_seconds(*until - in.now);

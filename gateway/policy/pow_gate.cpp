@@ -76,6 +76,16 @@ std::size_t pow_state::slot(const std::string& name) {
   return slot_names_.size() - 1;
 }
 
+std::optional<std::int64_t> pow_state::banned_until(const client_subjects& who,
+                                                    std::int64_t now) const noexcept {
+  auto until = violations_.banned_until(who.individual, now);
+  // Empty (the usual case), manual bans cost the request one load.
+  if (const auto manual = manual_bans_.banned_until(who.individual, now)) {
+    if (!until || *manual > *until) until = manual;
+  }
+  return until;
+}
+
 proof check_proof(const pow_state& s, std::string_view solution, const client_subjects& who,
                   const category_pow& c, std::int64_t now) {
   proof p;

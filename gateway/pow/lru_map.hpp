@@ -88,6 +88,27 @@ class lru_map {
     return true;
   }
 
+  /// Removes every entry for which `pred(key, value)` holds, one shard locked at a time;
+  /// returns how many went (the admin API's reset).
+  template <class P>
+  std::size_t erase_if(P&& pred) {
+    std::size_t n = 0;
+    for (auto& s : shards_) {
+      const std::lock_guard lock(s->mutex);
+      for (auto it = s->order.begin(); it != s->order.end();) {
+        if (!pred(it->first, it->second)) {
+          ++it;
+          continue;
+        }
+        s->index.erase(it->first);
+        it = s->order.erase(it);
+        ++n;
+      }
+    }
+    size_.fetch_sub(n, std::memory_order_relaxed);
+    return n;
+  }
+
   /// Calls `f(key, value)` on every entry, one shard locked at a time.
   template <class F>
   void for_each(F&& f) const {

@@ -91,6 +91,25 @@ bool violation_tables::lift(const subject& individual, std::int64_t now) {
   return true;
 }
 
+violation_tables::forgotten violation_tables::forget(const core::key_block& block,
+                                                     const core::level_prefixes& p,
+                                                     std::int64_t now) {
+  const auto overlaps = [&](const subject& s) {
+    const auto l = static_cast<core::level>(s.level);
+    const std::uint8_t bits[] = {p.ipv4_individual, p.ipv4_network, p.ipv6_subnet, p.ipv6_provider};
+    return s.level < core::level_count && block.overlaps(l, s.key, bits[s.level]);
+  };
+  forgotten f;
+  f.individual = individual_.erase_if([&](const subject& k, const auto&) { return overlaps(k); });
+  f.network = network_.erase_if([&](const subject& k, const auto&) { return overlaps(k); });
+  bans_.erase_if([&](const subject& k, const ban_entry& b) {
+    if (!overlaps(k)) return false;
+    if (b.until > now) ++f.bans;
+    return true;
+  });
+  return f;
+}
+
 std::vector<violation_tables::ban_view> violation_tables::bans(std::int64_t now) const {
   std::vector<ban_view> out;
   bans_.for_each([&](const subject& k, const ban_entry& b) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "gateway/core/key_block.hpp"
 #include "gateway/pow/lru_map.hpp"
 
 namespace tollgate::pow {
@@ -59,6 +60,16 @@ class violation_tables {
 
   /// Lifts the ban on `individual` (its history of bans stays); whether it was banned.
   bool lift(const subject& individual, std::int64_t now);
+
+  /// What forget() removed.
+  struct forgotten {
+    std::size_t individual = 0;  ///< individual entries (counter, reason counts)
+    std::size_t network = 0;     ///< network counters
+    std::size_t bans = 0;        ///< automatic bans in force, lifted (their history goes too)
+  };
+  /// Forgets every counter and automatic ban whose key overlaps `block` (keys masked to the
+  /// prefixes `p`): the admin API's reset.
+  forgotten forget(const core::key_block& block, const core::level_prefixes& p, std::int64_t now);
 
   /// One ban, as listed by the admin API.
   struct ban_view {

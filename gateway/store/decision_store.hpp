@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/core/key_block.hpp"
 #include "gateway/limit/request.hpp"
 
 namespace boost::asio {
@@ -66,6 +67,15 @@ class decision_store {
   virtual std::vector<table_size> tracked() const = 0;
   /// The state of `key` under `spec`, if the store holds any.
   virtual std::optional<limit_state> state_of(const limit::limit_spec& spec, std::uint64_t key) = 0;
+  /// Forgets the in-process state of every address-level key overlapping `block` (keys masked
+  /// to `prefixes`) in every category; returns the entries removed. A remote store forgets
+  /// its in-process fallback's, not the shared state (the README says what stays); a store
+  /// with no in-process state forgets nothing.
+  virtual std::size_t forget(const core::key_block& block, const core::level_prefixes& prefixes) {
+    (void)block;
+    (void)prefixes;
+    return 0;
+  }
 };
 
 /// Decides `req` into `out` through `s`, completing with `void(error_code)` by `token`

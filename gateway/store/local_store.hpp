@@ -25,6 +25,9 @@ class local_store final : public decision_store {
                     decide_handler done) override;
   std::vector<table_size> tracked() const override;
   std::optional<limit_state> state_of(const limit::limit_spec& spec, std::uint64_t key) override;
+  std::size_t forget(const core::key_block& block, const core::level_prefixes& prefixes) override {
+    return memory_.forget(block, prefixes);
+  }
 
   /// The tables themselves (tests, benchmarks).
   limit::memory_store& memory() noexcept { return memory_; }

@@ -765,6 +765,11 @@ std::optional<limit_state> redis_store::state_of(const limit::limit_spec& spec,
   return fallback_->state_of(spec, key);
 }
 
+std::size_t redis_store::forget(const core::key_block& block,
+                                const core::level_prefixes& prefixes) {
+  return fallback_->forget(block, prefixes);
+}
+
 bool redis_store::degraded() const noexcept {
   for (const auto& w : workers_) {
     if (!w->ready.load(std::memory_order_relaxed)) return true;

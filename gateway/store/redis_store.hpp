@@ -62,6 +62,8 @@ class redis_store final : public decision_store {
   std::vector<table_size> tracked() const override;
   /// The in-process fallback's state (Redis's is not read from the admin thread).
   std::optional<limit_state> state_of(const limit::limit_spec& spec, std::uint64_t key) override;
+  /// The in-process fallback's state only; Redis's keys expire by themselves.
+  std::size_t forget(const core::key_block& block, const core::level_prefixes& prefixes) override;
 
   /// Whether some worker cannot reach Redis (fail_mode decides its requests).
   bool degraded() const noexcept;
