@@ -48,14 +48,14 @@ void log_file::write(std::string_view line) noexcept {
 }
 
 void append_utc_time(std::string& out, std::chrono::system_clock::time_point t) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch());
-  const std::time_t secs = static_cast<std::time_t>(ms.count() / 1000);
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch());
+  const std::time_t secs = static_cast<std::time_t>(us.count() / 1'000'000);
   std::tm tm{};
   ::gmtime_r(&secs, &tm);
-  char buf[32];
-  const int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+  char buf[40];
+  const int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ",
                               tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                              tm.tm_sec, static_cast<int>(ms.count() % 1000));
+                              tm.tm_sec, static_cast<int>(us.count() % 1'000'000));
   out.append(buf, static_cast<std::size_t>(n));
 }
 

@@ -35,7 +35,9 @@ class log_file {
   std::atomic<int> fd_{-1};  ///< our own descriptor; its number never changes once set
 };
 
-/// Appends `t` as an RFC 3339 time in UTC with milliseconds: 2026-11-23T09:24:23.123Z.
+/// Appends `t` as an RFC 3339 time in UTC with microseconds: 2026-11-23T09:24:23.123456Z. The
+/// access log's time: `tollgate simulate` replays a request at this time less its duration, and
+/// milliseconds reordered requests of one client that came within one millisecond.
 void append_utc_time(std::string& out, std::chrono::system_clock::time_point t);
 
 }  // namespace tollgate::core

@@ -40,7 +40,7 @@ struct tunnel_entry {
 };
 
 /// Appends the line of `e` at `now`, with its newline:
-///   text: `2026-11-23T09:24:23.123Z access 192.0.2.7 "GET /a?b=1 HTTP/1.1" 200
+///   text: `2026-11-23T09:24:23.123456Z access 192.0.2.7 "GET /a?b=1 HTTP/1.1" 200
 ///          category=general decision=allowed limit=- upstream=app upstream_time=0.000812
 ///          bytes=245 0.001s` (one line)
 ///   json: `{"time":"...","type":"access","client":"192.0.2.7","method":"GET","path":"/a?b=1",

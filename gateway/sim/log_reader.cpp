@@ -1,6 +1,6 @@
 #include "gateway/sim/log_reader.hpp"
 
-#include <cstring>
+#include <algorithm>
 
 #include "gateway/core/text.hpp"
 
@@ -9,23 +9,28 @@ namespace tollgate::sim {
 namespace {
 
 /// A cursor over one line: each step consumes what it matched, or fails and leaves the line.
+/// Fields are short: plain loops beat calls to memchr and memcmp here (bench/README.md).
 struct cursor {
   std::string_view rest;  ///< what is left
 
   /// Consumes `literal` if the rest starts with it.
   bool skip(std::string_view literal) noexcept {
-    if (rest.substr(0, literal.size()) != literal) return false;
+    if (rest.size() < literal.size()) return false;
+    for (std::size_t i = 0; i < literal.size(); ++i) {
+      if (rest[i] != literal[i]) return false;
+    }
     rest.remove_prefix(literal.size());
     return true;
   }
   /// The text up to (not including) `stop`, which is consumed too; false when absent.
   bool until(char stop, std::string_view& field) noexcept {
-    const void* at = std::memchr(rest.data(), stop, rest.size());
-    if (at == nullptr) return false;
-    const auto n = static_cast<std::size_t>(static_cast<const char*>(at) - rest.data());
-    field = rest.substr(0, n);
-    rest.remove_prefix(n + 1);
-    return true;
+    for (std::size_t n = 0; n < rest.size(); ++n) {
+      if (rest[n] != stop) continue;
+      field = rest.substr(0, n);
+      rest.remove_prefix(n + 1);
+      return true;
+    }
+    return false;
   }
 };
 
@@ -283,10 +288,20 @@ bool parse_utc_time(std::string_view t, core::nanos& out) noexcept {
       t.back() != 'Z') {
     return false;
   }
-  const int year = digits(t, 4), month = digits(t.substr(5), 2), day = digits(t.substr(8), 2);
-  const int hour = digits(t.substr(11), 2), minute = digits(t.substr(14), 2);
-  const int second = digits(t.substr(17), 2);
-  if (!civil_to_nanos(year, month, day, hour, minute, second, out)) return false;
+  // Consecutive lines share their second: the last one's value is kept (per thread, so this
+  // stays a function of its argument).
+  thread_local char last[19] = {};
+  thread_local core::nanos last_value = -1;
+  if (last_value >= 0 && std::equal(last, last + 19, t.data())) {
+    out = last_value;
+  } else {
+    const int year = digits(t, 4), month = digits(t.substr(5), 2), day = digits(t.substr(8), 2);
+    const int hour = digits(t.substr(11), 2), minute = digits(t.substr(14), 2);
+    const int second = digits(t.substr(17), 2);
+    if (!civil_to_nanos(year, month, day, hour, minute, second, out)) return false;
+    std::copy(t.data(), t.data() + 19, last);
+    last_value = out;
+  }
   const std::string_view fraction = t.substr(19, t.size() - 20);
   if (fraction.empty()) return true;
   if (fraction[0] != '.' || fraction.size() < 2 || fraction.size() > 10) return false;

@@ -48,7 +48,7 @@ std::string shown(std::string_view line) {
 }
 
 bool earlier(const indexed_line& a, const indexed_line& b) noexcept {
-  return a.time != b.time ? a.time < b.time : a.seq < b.seq;
+  return a.time < b.time;
 }
 
 }  // namespace
@@ -91,14 +91,18 @@ log_set::~log_set() {
 }
 
 void log_set::index(const std::function<void(std::uint64_t)>& tick) {
-  std::uint64_t seq = 0;
+  std::size_t bytes = 0;
+  for (const auto& f : files_)
+    bytes += f.data.size();
+  // About one request per 100 bytes of log: reserved, not touched, so the index is not copied
+  // as it grows.
+  index_.reserve(bytes / 100);
   for (std::uint32_t f = 0; f < files_.size(); ++f)
-    index_file(f, seq, tick);
+    index_file(f, tick);
   order();
 }
 
-void log_set::index_file(std::uint32_t f, std::uint64_t& seq,
-                         const std::function<void(std::uint64_t)>& tick) {
+void log_set::index_file(std::uint32_t f, const std::function<void(std::uint64_t)>& tick) {
   const std::string_view data = files_[f].data;
   log_record record;
   parse_scratch scratch;
@@ -121,8 +125,7 @@ void log_set::index_file(std::uint32_t f, std::uint64_t& seq,
       case line_kind::request:
         ++counts_.requests;
         ++counts_.by_format[static_cast<std::size_t>(record.format)];
-        index_.push_back(
-            {record.time, seq++, at, static_cast<std::uint32_t>(line.size()), f, number});
+        index_.push_back({record.time, at, static_cast<std::uint32_t>(line.size()), f, number});
         break;
       case line_kind::bad:
         if (++counts_.bad <= max_bad_kept) {
@@ -144,8 +147,10 @@ void log_set::index_file(std::uint32_t f, std::uint64_t& seq,
 }
 
 void log_set::order() {
-  // Access lines are written as responses end, so they are nearly in decision order: keep the
-  // longest rising run in place, sort only the lines that break it, and merge the two.
+  // Access lines are written as responses end, so they are nearly in decision order: keep a
+  // rising run in place, sort only the lines that break it, and merge the two. Stable: lines
+  // of one instant keep their order in the files (a late line never ties with a kept line
+  // after it, since that one's time was at least the run's, above the late line's).
   std::vector<indexed_line> late;
   std::size_t kept = 0;
   for (std::size_t i = 0; i < index_.size(); ++i) {
@@ -158,7 +163,7 @@ void log_set::order() {
   counts_.reordered = late.size();
   if (late.empty()) return;
   index_.resize(kept);
-  std::sort(late.begin(), late.end(), earlier);
+  std::stable_sort(late.begin(), late.end(), earlier);
   std::vector<indexed_line> merged;
   merged.reserve(kept + late.size());
   std::merge(index_.begin(), index_.end(), late.begin(), late.end(), std::back_inserter(merged),

@@ -16,7 +16,6 @@ namespace tollgate::sim {
 /// One request line, located.
 struct indexed_line {
   core::nanos time;      ///< the instant of the decision
-  std::uint64_t seq;     ///< the line's place in the files, all numbered in turn (ties)
   std::uint64_t offset;  ///< where the line starts in its file
   std::uint32_t length;  ///< its length, without '\n'
   std::uint32_t file;    ///< which file
@@ -84,8 +83,7 @@ class log_set {
     std::size_t mapped_size = 0;  ///< the mapping's length
     std::string owned;            ///< the bytes of a file that could not be mapped
   };
-  void index_file(std::uint32_t f, std::uint64_t& seq,
-                  const std::function<void(std::uint64_t)>& tick);
+  void index_file(std::uint32_t f, const std::function<void(std::uint64_t)>& tick);
   void order();
 
   std::vector<file> files_;

@@ -44,16 +44,22 @@ void count(run_tally& t, const simulator& s, const outcome& o, const core::addre
   }
 }
 
-/// Whether `r` was a WebSocket upgrade: a 101; or, in Tollgate's logs, a request whose logged
-/// category is the one its route gives only with the upgrade headers (a refused upgrade is
-/// logged with its 429, 428 or 403).
-bool upgrade_of(const log_record& r, simulator& s) {
-  if (r.status == 101) return true;
-  if (!r.has_decision() || r.category.empty()) return false;
-  const policy::route* plain = s.route(r, false);
-  if (plain == nullptr || plain->category->name == r.category) return false;
+/// The route of `r` under `s`, and whether `r` was a WebSocket upgrade: a 101; or, in
+/// Tollgate's logs, a request whose logged category is the one its route gives only with the
+/// upgrade headers (a refused upgrade is logged with its 429, 428 or 403). Null when the target
+/// is no valid path.
+const policy::route* route_of(const log_record& r, simulator& s, bool& upgrade) {
+  upgrade = r.status == 101;
+  const policy::route* plain = s.route(r, upgrade);
+  if (upgrade || plain == nullptr || !r.has_decision() || r.category.empty() ||
+      plain->category->name == r.category) {
+    return plain;
+  }
   const policy::route* upgraded = s.route(r, true);
-  return upgraded != nullptr && upgraded->category->name == r.category;
+  // Routes live in the router: `plain` is still valid.
+  if (upgraded == nullptr || upgraded->category->name != r.category) return plain;
+  upgrade = true;
+  return upgraded;
 }
 
 /// Whether the logged decision is one the simulation can make: not a proof, a ban, a store
@@ -129,11 +135,13 @@ replay_result replay(const log_set& logs, simulator& a, simulator* b, const repl
     if (res.requests++ == 0) res.first = r.time;
     res.last = r.time;
     if ((res.requests & 0xffff) == 0 && opt.tick) opt.tick(res.requests);
-    const bool upgrade = upgrade_of(r, a);
+    bool upgrade = false;
+    const policy::route* to = route_of(r, a, upgrade);
     res.upgrades += upgrade ? 1 : 0;
     outcome oa, ob;
-    const bool ra = a.decide(r, upgrade, oa);
+    const bool ra = to != nullptr;
     if (ra) {
+      a.decide(r, *to, upgrade, oa);
       count(res.runs[0], a, oa, r.client);
       if (r.has_decision()) agree(res.agreement, l, r, a, oa, opt.max_log_differences);
     } else {

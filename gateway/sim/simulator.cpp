@@ -62,10 +62,15 @@ const policy::route* simulator::route(const log_record& r, bool upgrade) {
 }
 
 bool simulator::decide(const log_record& r, bool upgrade, outcome& out) {
+  const policy::route* to = route(r, upgrade);
+  if (to == nullptr) return false;
+  decide(r, *to, upgrade, out);
+  return true;
+}
+
+void simulator::decide(const log_record& r, const policy::route& to, bool upgrade, outcome& out) {
   // The order of gateway/net/session.cpp: plan_request, decide_limits, after_limits.
-  const policy::route* route = this->route(r, upgrade);
-  if (route == nullptr) return false;
-  const policy::category_limits& category = *route->category;
+  const policy::category_limits& category = *to.category;
   out = {};
   out.category = static_cast<std::uint16_t>(&category - policy_.categories().data());
   const policy::client_subjects who = policy::subjects_of(r.client, policy_.prefixes());
@@ -74,13 +79,13 @@ bool simulator::decide(const log_record& r, bool upgrade, outcome& out) {
   const policy::gate_input in{&category, &who, {}, r.time, out.exempt};
   if (core::in_any(config_.access.deny, r.client)) {
     out.result = decision::denied;
-    return true;
+    return;
   }
   gate_.before_limits(in, verdict_);
   if (verdict_.ask_limits) {
     const policy::key_sources keys{&logged_header, &upgrade, r.target};
     const limit::limit_request req =
-        policy_.request(category, r.client, keys, route->cost, r.time, out.unkeyed);
+        policy_.request(category, r.client, keys, to.cost, r.time, out.unkeyed);
     limit::decision d;
     if (req.group_count == 0) {
       d.admitted = true;  // nothing to ask: every key missing, or no limits
@@ -101,7 +106,6 @@ bool simulator::decide(const log_record& r, bool upgrade, outcome& out) {
   static_assert(static_cast<int>(policy::outcome::shadow_limited) ==
                 static_cast<int>(decision::shadow_limited));
   out.result = static_cast<decision>(verdict_.result);
-  return true;
 }
 
 }  // namespace tollgate::sim

@@ -70,6 +70,8 @@ class simulator {
   const policy::route* route(const log_record& r, bool upgrade);
   /// Decides `r` at r.time as the gateway would have; false when its target is no valid path.
   bool decide(const log_record& r, bool upgrade, outcome& out);
+  /// The same for `r` already routed to `to` (by route(r, upgrade)).
+  void decide(const log_record& r, const policy::route& to, bool upgrade, outcome& out);
 
   /// The configuration.
   const config::gateway_config& config() const noexcept { return config_; }

@@ -36,8 +36,18 @@ TEST_CASE("an access line in text has every field", "[access_log]") {
   std::string out;
   append_access_line(out, false, at, sample());
   CHECK(out ==
-        "2026-11-18T11:06:40.123Z access 192.0.2.7 \"GET /a?b=1 HTTP/1.1\" 200 category=general "
+        "2026-11-18T11:06:40.123000Z access 192.0.2.7 \"GET /a?b=1 HTTP/1.1\" 200 category=general "
         "decision=allowed limit=- upstream=app upstream_time=0.000812 bytes=245 0.001500s\n");
+}
+
+TEST_CASE("an access line's time has microseconds", "[access_log]") {
+  std::string out;
+  append_access_line(out, false, at + std::chrono::microseconds(456), sample());
+  CHECK(out.starts_with("2026-11-18T11:06:40.123456Z access "));
+  out.clear();
+  append_access_line(out, true, at + std::chrono::microseconds(999) + std::chrono::nanoseconds(999),
+                     sample());
+  CHECK(out.starts_with(R"({"time":"2026-11-18T11:06:40.123999Z",)"));
 }
 
 TEST_CASE("an access line in json has every field, null where absent", "[access_log]") {
@@ -50,12 +60,11 @@ TEST_CASE("an access line in json has every field, null where absent", "[access_
   e.version = 10;
   std::string out;
   append_access_line(out, true, at, e);
-  CHECK(out ==
-        R"({"time":"2026-11-18T11:06:40.123Z","type":"access","client":"192.0.2.7",)"
-        R"("method":"GET","path":"/a?b=1","protocol":"HTTP/1.0","status":429,)"
-        R"("category":"general","decision":"limited","limit":"ipv4_individual.short",)"
-        R"("upstream":null,"upstream_time":null,"bytes":245,"duration":0.001500})"
-        "\n");
+  CHECK(out == R"({"time":"2026-11-18T11:06:40.123000Z","type":"access","client":"192.0.2.7",)"
+               R"("method":"GET","path":"/a?b=1","protocol":"HTTP/1.0","status":429,)"
+               R"("category":"general","decision":"limited","limit":"ipv4_individual.short",)"
+               R"("upstream":null,"upstream_time":null,"bytes":245,"duration":0.001500})"
+               "\n");
 }
 
 TEST_CASE("hostile bytes cannot end an access line or break its JSON", "[access_log]") {
@@ -84,13 +93,13 @@ TEST_CASE("a tunnel's end is logged in both formats", "[access_log]") {
   std::string text;
   append_tunnel_line(text, false, at, e);
   CHECK(text ==
-        "2026-11-18T11:06:40.123Z access 2001:db8::1 \"GET /ws/bus\" category=websocket "
+        "2026-11-18T11:06:40.123000Z access 2001:db8::1 \"GET /ws/bus\" category=websocket "
         "websocket closed code=4001 by=upstream messages_from_client=4 messages_from_upstream=3 "
         "1.250000s\n");
   std::string json;
   append_tunnel_line(json, true, at, e);
   CHECK(json ==
-        R"({"time":"2026-11-18T11:06:40.123Z","type":"websocket_closed","client":"2001:db8::1",)"
+        R"({"time":"2026-11-18T11:06:40.123000Z","type":"websocket_closed","client":"2001:db8::1",)"
         R"("method":"GET","path":"/ws/bus","category":"websocket","code":4001,)"
         R"("closed_by":"upstream","messages_from_client":4,"messages_from_upstream":3,)"
         R"("duration":1.250000})"
