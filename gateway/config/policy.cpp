@@ -176,8 +176,65 @@ websocket_config read_websocket(const yaml_node& n) {
   return w;
 }
 
+/// A token of RFC 9110 §5.6.2 (a method or a field name).
+bool is_token(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  });
+}
+
+/// An origin as browsers send it: scheme "://" host [":" port], lower case, no path.
+bool is_origin(std::string_view s) {
+  const auto sep = s.find("://");
+  if (sep == std::string_view::npos || sep == 0) return false;
+  const std::string_view scheme = s.substr(0, sep), rest = s.substr(sep + 3);
+  const auto lower_or = [](std::string_view v, std::string_view extra) {
+    return !v.empty() && std::all_of(v.begin(), v.end(), [&](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+             extra.find(c) != std::string_view::npos;
+    });
+  };
+  return lower_or(scheme, "+-.") && lower_or(rest, "-.:[]_");
+}
+
+cors_config read_cors(const yaml_node& n) {
+  n.expect_keys({"allow_origins", "allow_credentials", "allow_methods", "allow_headers", "max_age"});
+  cors_config c;
+  const yaml_node origins = n.at("allow_origins");
+  for (const yaml_node& o : origins.items()) {
+    std::string v = o.as_string();
+    if (v != "*" && !is_origin(v)) {
+      o.fail("invalid origin '" + v + "' (expected \"*\" or scheme://host[:port] in lower case)");
+    }
+    c.allow_origins.push_back(std::move(v));
+  }
+  if (c.allow_origins.empty()) origins.fail("at least one origin is needed");
+  if (auto v = n.get("allow_credentials")) c.allow_credentials = v->as_bool();
+  const bool any = std::find(c.allow_origins.begin(), c.allow_origins.end(), "*") != c.allow_origins.end();
+  if (any && c.allow_credentials) {
+    origins.fail("\"*\" cannot be combined with allow_credentials (browsers refuse it): list the origins");
+  }
+  const auto tokens = [](const yaml_node& list, const char* what) {
+    std::vector<std::string> out;
+    for (const yaml_node& t : list.items()) {
+      std::string v = t.as_string();
+      if (!is_token(v)) t.fail(std::string("invalid ") + what + " '" + v + "'");
+      out.push_back(std::move(v));
+    }
+    return out;
+  };
+  if (auto v = n.get("allow_methods")) c.allow_methods = tokens(*v, "method");
+  if (auto v = n.get("allow_headers")) c.allow_headers = tokens(*v, "header name");
+  if (auto v = n.get("max_age")) {
+    c.max_age = v->as_duration();
+    if (c.max_age > std::chrono::hours(24)) v->fail("at most 24h (browsers cap it lower still)");
+  }
+  return c;
+}
+
 category_config read_category(const std::string& name, const yaml_node& n, loader& ld) {
-  n.expect_keys({"cost", "mode", "limits", "pow", "status_violations", "websocket"});
+  n.expect_keys({"cost", "mode", "limits", "pow", "status_violations", "websocket", "cors"});
   category_config c;
   c.name = name;
   c.file = n.file();
@@ -210,6 +267,7 @@ category_config read_category(const std::string& name, const yaml_node& n, loade
     }
   }
   if (auto w = n.get("websocket")) c.websocket = read_websocket(*w);
+  if (auto w = n.get("cors")) c.cors = read_cors(*w);
   // A request dearer than a burst could never pass: say so now rather than reject forever.
   if (const std::string fault = cost_fault(c, c.cost); !fault.empty()) cost_node->fail(fault);
   return c;

@@ -59,6 +59,18 @@ struct websocket_config {
 };
 
 /// A category: what each of its requests costs and what limits it.
+/// CORS for scripts on other origins (DESIGN §5, issue 13): with it the gateway owns CORS for
+/// the category: it answers preflights itself and labels every answer to an allowed origin.
+struct cors_config {
+  std::vector<std::string> allow_origins;  ///< exact origins (`https://app.example.org`) or "*"
+  bool allow_credentials = false;          ///< Access-Control-Allow-Credentials: true
+  /// Access-Control-Allow-Methods of a preflight's answer.
+  std::vector<std::string> allow_methods = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"};
+  /// Access-Control-Allow-Headers; empty: those the preflight asks for (X-PoW-Solution always).
+  std::vector<std::string> allow_headers;
+  core::duration max_age = std::chrono::minutes(10);  ///< Access-Control-Max-Age
+};
+
 struct category_config {
   std::string name;                  ///< [a-z0-9_-], used as a metric label
   std::uint32_t cost = 1;            ///< charged per request (a route may set its own)
@@ -68,6 +80,7 @@ struct category_config {
   pow_config pow;                    ///< proof-of-work settings
   std::map<int, std::string> status_violations;  ///< upstream status -> reason
   std::optional<websocket_config> websocket;     ///< WebSocket options
+  std::optional<cors_config> cors;               ///< CORS, when the gateway owns it
 };
 
 /// Ban settings of a violation reason.

@@ -114,7 +114,11 @@ gateway_config keep_restart_only(const gateway_config& running, gateway_config n
   next.admin = running.admin;
   next.workers = running.workers;
   next.limits.max_connections = running.limits.max_connections;
+  // The secret, the lifetime and the replay cache are the process's; the browsers' page is
+  // only a rendering, and changes live.
+  pow_page_config page = std::move(next.pow.page);
   next.pow = running.pow;
+  next.pow.page = std::move(page);
   next.store = running.store;
   next.policy.pow_counters = running.policy.pow_counters;
   return next;

@@ -429,10 +429,15 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
   const bool head_request = parser.get().method() == http::verb::head;
   // An answer that came before the whole request body (an early 413) ends the client's
   // connection: the rest of its body is not read.
-  const std::string_view extra =
-      sc.request.pow_cookie ? clear_pow_cookie(r.tls) : std::string_view();
+  // The gateway's own lines: the spent proof's cookie cleared, CORS where the gateway owns it.
+  const request_in_hand& in = sc.request;
+  sc.response_fields.clear();
+  if (in.pow_cookie) sc.response_fields += clear_pow_cookie(r.tls);
+  if (in.cors != nullptr) in.cors->append_answer_fields(sc.response_fields, in.cors_origin);
   const client_framing framing = render_client_head(
-      sc.head, *rp, r.version, r.keep_alive && parser.is_done(), head_request, sc.fields, extra);
+      sc.head, *rp,
+      {r.version, r.keep_alive && parser.is_done(), head_request, &sc.fields, sc.response_fields,
+       in.cors != nullptr});
   // A response body is as slow as the upstream makes it (server-sent events trickle on
   // purpose): no minimum rate, but its chunk metadata is bounded like a head.
   const relay_bounds bounds{r.snap.config.upstreams[r.route.upstream].response_timeout,

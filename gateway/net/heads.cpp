@@ -7,6 +7,7 @@
 
 #include "gateway/core/text.hpp"
 #include "gateway/policy/browser.hpp"
+#include "gateway/policy/cors.hpp"
 #include "gateway/policy/request_checks.hpp"
 
 namespace tollgate::net {
@@ -164,9 +165,10 @@ void render_upstream_head(std::string& out, const request_parser& parser,
   out += "\r\n";
 }
 
-client_framing render_client_head(std::string& out, const response_parser& parser, unsigned version,
-                                  bool keep_alive, bool head_request,
-                                  const policy::rate_limit_fields& fields, std::string_view extra) {
+client_framing render_client_head(std::string& out, const response_parser& parser,
+                                  const client_head& how) {
+  const auto [version, keep_alive, head_request, rate, extra, own_cors] = how;
+  const policy::rate_limit_fields& fields = *rate;
   const auto& res = parser.get();
   const unsigned status = res.result_int();
   out.clear();
@@ -177,7 +179,8 @@ client_framing render_client_head(std::string& out, const response_parser& parse
   out += reason.empty() ? sv(http::obsolete_reason(res.result())) : reason;
   out += "\r\n";
   append_end_to_end(out, res.base(), [&](std::string_view name) {
-    return (fields.present && is_rate_limit_field(name)) || core::iequals(name, violation_field);
+    return (fields.present && is_rate_limit_field(name)) || core::iequals(name, violation_field) ||
+           (own_cors && policy::is_cors_field(name));
   });
   append_rate_limit_fields(out, fields);
   out += extra;

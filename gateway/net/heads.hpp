@@ -49,12 +49,19 @@ struct client_framing {
   bool chunked;     ///< the body is sent chunked
 };
 
-/// Renders the upstream response head of `parser` for a client speaking HTTP/1.`minor` into
-/// `out`, with the rate-limit fields of `fields` and the header lines `extra` (each ending in
-/// CRLF: the gateway's own, such as clearing a spent proof's cookie).
-client_framing render_client_head(std::string& out, const response_parser& parser, unsigned version,
-                                  bool keep_alive, bool head_request,
-                                  const policy::rate_limit_fields& fields, std::string_view extra);
+/// How an upstream's response head goes to the client.
+struct client_head {
+  unsigned version = 11;        ///< the client speaks HTTP/1.`version % 10`
+  bool keep_alive = false;      ///< the client connection may stay open
+  bool head_request = false;    ///< the request was HEAD: no body follows
+  const policy::rate_limit_fields* fields = nullptr;  ///< the rate-limit fields (DESIGN §4)
+  std::string_view extra;       ///< the gateway's own lines, each ending in CRLF
+  bool own_cors = false;        ///< the gateway owns CORS: the upstream's Access-Control-* go
+};
+
+/// Renders the upstream response head of `parser` for the client into `out`, as `how` says.
+client_framing render_client_head(std::string& out, const response_parser& parser,
+                                  const client_head& how);
 
 /// Renders the 101 of an upstream that accepted a WebSocket upgrade for the client into `out`:
 /// its end-to-end fields (Sec-WebSocket-Accept, -Protocol, -Extensions among them), the

@@ -36,9 +36,12 @@ task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const loca
   core::append_decimal(head, static_cast<std::int64_t>(status));
   head += ' ';
   head += sv(http::obsolete_reason(status));
-  head += "\r\nServer: tollgate\r\nContent-Type: ";
-  head += content_type.empty() ? std::string_view("application/problem+json") : content_type;
-  head += "\r\n";
+  head += "\r\nServer: tollgate\r\n";
+  if (!body.empty()) {  // an answered preflight has no body, and no type
+    head += "Content-Type: ";
+    head += content_type.empty() ? std::string_view("application/problem+json") : content_type;
+    head += "\r\n";
+  }
   if (rate_limit != nullptr) append_rate_limit_fields(head, *rate_limit);
   head += extra_fields;
   head += "Content-Length: ";

@@ -65,6 +65,9 @@ struct request_in_hand {
   /// It carried the proof-of-work cookie (DESIGN §5 "Browsers"): its response clears it, so
   /// that a proof, once judged, is not sent again.
   bool pow_cookie = false;
+  /// Its category's CORS, when the gateway owns it (null: the upstream's business).
+  const policy::cors_rules* cors = nullptr;
+  std::string_view cors_origin;  ///< its Origin, when `cors` allows it; else ""
 };
 
 /// The header line that clears the proof-of-work cookie, on a TLS listener or not.
@@ -110,6 +113,7 @@ struct connection_scratch {
   field_arena arena;                 ///< header fields of the current request and response
   std::string problem;               ///< body of an answer made by the gateway (400, 403, 428, 429)
   std::string problem_fields;        ///< its further header lines (428, 403)
+  std::string response_fields;       ///< the gateway's lines on an upstream's response
   request_in_hand request;           ///< the request being served
   std::optional<forward_request> forwarding;  ///< what forward() is told of it, when admitted
   unsigned status = 0;  ///< status of the response sent for the current request (access log)

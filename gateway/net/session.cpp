@@ -245,6 +245,8 @@ next_step answer_locally(request_in_hand& r, connection_scratch& sc, http::statu
   r.status = status;
   // A proof sent in the cookie has been judged: the browser is told to drop it.
   if (r.pow_cookie) sc.problem_fields += clear_pow_cookie(r.tls);
+  // A script on an allowed origin may read the gateway's own answers (CORS, issue 13).
+  if (r.cors != nullptr) r.cors->append_answer_fields(sc.problem_fields, r.cors_origin);
   r.body = sc.problem;
   r.extra_fields = sc.problem_fields;
   r.rate = rate;
@@ -329,6 +331,29 @@ std::string_view cookie_proof(const fields& f) {
   return {};
 }
 
+/// Whether `req` is a CORS preflight: OPTIONS with Origin and Access-Control-Request-Method.
+bool is_preflight(const http::request_header<fields>& req) {
+  return req.method() == http::verb::options && req.count(http::field::origin) > 0 &&
+         req.count(http::field::access_control_request_method) > 0;
+}
+
+/// Answers a preflight of a category whose CORS the gateway owns: 200 without a body, the
+/// preflight's fields for an allowed origin. Never charged to the limits nor challenged: it
+/// cannot carry a proof, and charging it would halve the category's limits for scripts
+/// (issue 13: never limited more strictly than its category). The access lists came first.
+next_step answer_preflight(worker& w, connection_scratch& sc) {
+  request_in_hand& r = sc.request;
+  const auto& req = r.parser->get();
+  count_request(w, r, metrics::decision::allowed);
+  sc.problem.clear();
+  sc.problem_fields.clear();
+  if (!r.cors_origin.empty()) {
+    r.cors->append_preflight_fields(sc.problem_fields,
+                                    sv(req[http::field::access_control_request_headers]));
+  }
+  return answer_locally(r, sc, http::status::ok, nullptr, r.keep_alive && r.parser->is_done());
+}
+
 /// Turns the gate's verdict into the next step: counts the request, applies the effects, and
 /// renders a refusal into the scratch.
 next_step conclude(worker& w, connection_scratch& sc) {
@@ -384,6 +409,8 @@ void begin_request(worker& w, connection_scratch& sc) {
   r.snap = w.current;
   r.pow_cookie = false;
   r.content_type = {};
+  r.cors = nullptr;
+  r.cors_origin = {};
   const auto& limits = r.snap->config.limits;
   std::apply([&](auto&&... a) { r.parser.emplace(a...); }, on_arena(sc.arena));
   r.parser->header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
@@ -451,6 +478,11 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   r.gate = {&category, &r.who, solution, w.shared.clock.now(), r.exempt};
   sc.fields.present = false;
   sc.fields.shadow.clear();
+  if (category.cors) {
+    r.cors = &*category.cors;
+    const std::string_view origin = sv(req[http::field::origin]);
+    if (r.cors->allows(origin)) r.cors_origin = origin;
+  }
   if (core::in_any(access.deny, r.client)) {
     count_request(w, r, metrics::decision::denied);
     problem_writer(sc.problem, 403, "Forbidden")
@@ -461,6 +493,7 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
     return answer_locally(r, sc, http::status::forbidden, nullptr,
                           r.keep_alive && r.parser->is_done());
   }
+  if (r.cors != nullptr && is_preflight(req)) return answer_preflight(w, sc);
   w.shared.gate.before_limits(r.gate, r.verdict);
   if (!r.verdict.ask_limits) return conclude(w, sc);
   const policy::key_sources keys{&header_of, &req.base(), sv(req.target())};

@@ -14,6 +14,7 @@
 #include "gateway/core/siphash.hpp"
 #include "gateway/limit/address.hpp"
 #include "gateway/limit/request.hpp"
+#include "gateway/policy/cors.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/websocket.hpp"
 
@@ -34,6 +35,7 @@ struct category_limits {
   /// an operator may route an upgrade to any category.
   config::websocket_config websocket;
   ws::message_limits messages;  ///< `websocket`'s message limits, compiled
+  std::optional<cors_rules> cors;  ///< CORS, when the gateway owns it for the category
 
   /// The address limit of level `l`, or nullptr.
   const limit::limit_spec* at_level(limit::level l) const noexcept {

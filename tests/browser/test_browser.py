@@ -193,6 +193,33 @@ class BrowserPage(unittest.IsolatedAsyncioTestCase):
             await self.wait_text(phone, lambda t: "per second" in t)
             await phone.screenshot(os.path.join(SHOTS, "challenge-phone.png"))
 
+    def test_zz_an_operators_template_loads_on_reload_and_a_bad_one_is_refused(self):
+        page = lambda: h.http_request(  # noqa: E731
+            self.gw.port, "GET /hard/tpl HTTP/1.1\r\nHost: t\r\nAccept: text/html\r\n"
+            "Connection: close\r\n\r\n")
+        with open(os.path.join(self.gw.dir, "page.html"), "w") as f:
+            f.write("<!doctype html><title>{{title}}</title><main data-c=\"{{challenge}}\" "
+                    "data-d=\"{{difficulty}}\">{{text}}</main><script>solve()</script>")
+        custom = GATEWAY.replace("pow: { page: { title: Tollgate test check,",
+                                 "pow: { page: { template: page.html, title: Ours,")
+        self.assertIn("in force", self.gw.reload(custom, POLICY))
+        # Each worker takes the new configuration as it next turns to its queue.
+        h.eventually(lambda: "<title>Ours</title>" in page()[2])
+        status, head, body = page()
+        self.assertEqual(status, 428)
+        self.assertTrue(body.startswith("<!doctype html><title>Ours</title>"), body[:200])
+        self.assertIn(f'data-c="{head["x-pow-challenge"]}"', body)
+        # Only the template's own script may run: its hash, and nothing else.
+        self.assertIn("script-src 'sha256-", head["content-security-policy"])
+        with open(os.path.join(self.gw.dir, "page.html"), "w") as f:
+            f.write("<main>{{challenge}}</main><script>var d = {{difficulty}};</script>")
+        line = self.gw.reload(custom, POLICY)
+        self.assertIn("pow.page.template", line)
+        self.assertIn("a placeholder inside <script>", line)
+        status, _, body = page()
+        self.assertTrue(body.startswith("<!doctype html><title>Ours</title>"), body[:200])
+        self.gw.reload(GATEWAY, POLICY)
+
     def test_api_clients_still_get_json_and_browsers_get_a_strict_page(self):
         h.http_request(self.gw.port, "GET /hard/warm HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
         status, head, body = h.http_request(

@@ -9,6 +9,7 @@
 #include "gateway/config/error.hpp"
 #include "gateway/policy/browser.hpp"
 #include "gateway/policy/challenge_page.hpp"
+#include "gateway/policy/cors.hpp"
 
 using tollgate::config::pow_page_config;
 using tollgate::policy::challenge_page;
@@ -178,4 +179,48 @@ TEST_CASE("a template the gateway cannot serve names the file, its line and why"
   CHECK(error_of("{{challenge}} {{difficulty}} <script").find("unterminated <script>") !=
         std::string::npos);
   CHECK(error_of("{{challenge}} {{difficulty}} <scripts>{{title}}</scripts>") == "<none>");
+}
+
+TEST_CASE("CORS: exact origins, the answer's fields, a preflight's", "[browser]") {
+  tollgate::config::cors_config c;
+  c.allow_origins = {"https://app.example", "http://127.0.0.1:8080"};
+  c.allow_credentials = true;
+  const tollgate::policy::cors_rules rules(c);
+  CHECK(rules.allows("https://app.example"));
+  CHECK(rules.allows("http://127.0.0.1:8080"));
+  CHECK_FALSE(rules.allows(""));
+  CHECK_FALSE(rules.allows("null"));
+  CHECK_FALSE(rules.allows("https://app.example.evil"));
+  CHECK_FALSE(rules.allows("https://APP.example"));
+  CHECK_FALSE(rules.allows("http://127.0.0.1:80800"));
+
+  std::string out;
+  rules.append_answer_fields(out, "https://app.example");
+  CHECK(out ==
+        "Vary: Origin\r\nAccess-Control-Allow-Origin: https://app.example\r\n"
+        "Access-Control-Allow-Credentials: true\r\nAccess-Control-Expose-Headers: " +
+            std::string(tollgate::policy::exposed_fields) + "\r\n");
+  out.clear();
+  rules.append_answer_fields(out, "");
+  CHECK(out == "Vary: Origin\r\n");
+  out.clear();
+  rules.append_preflight_fields(out, " X-Trace-Id, content-type ");
+  CHECK(out ==
+        "Access-Control-Allow-Methods: GET, HEAD, POST, PUT, PATCH, DELETE\r\n"
+        "Access-Control-Allow-Headers: X-Trace-Id, content-type, X-PoW-Solution\r\n"
+        "Access-Control-Max-Age: 600\r\n");
+  out.clear();
+  rules.append_preflight_fields(out, "x\r\nSet-Cookie: a=b");  // never echoed into a head
+  CHECK(out.find("Set-Cookie") == std::string::npos);
+
+  tollgate::config::cors_config any;
+  any.allow_origins = {"*"};
+  const tollgate::policy::cors_rules all(any);
+  CHECK(all.allows("https://whoever.example"));
+  CHECK_FALSE(all.allows(""));
+
+  CHECK(tollgate::policy::is_cors_field("Access-Control-Allow-Origin"));
+  CHECK(tollgate::policy::is_cors_field("access-control-expose-headers"));
+  CHECK_FALSE(tollgate::policy::is_cors_field("Access-Control-"));
+  CHECK_FALSE(tollgate::policy::is_cors_field("X-Access-Control-Allow-Origin"));
 }

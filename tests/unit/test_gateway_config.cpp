@@ -155,6 +155,30 @@ TEST_CASE("logging, access lists and shutdown parse", "[config]") {
   }
 }
 
+TEST_CASE("the browsers' page: title, text, a template read at load, its errors", "[config]") {
+  scratch s;
+  const auto defaults = load_gateway(s.write(minimal));
+  CHECK(defaults.pow.page.template_path.empty());
+  CHECK(defaults.pow.page.title == "Checking your browser");
+  std::ofstream(s.dir / "page.html") << "<p>{{challenge}} {{difficulty}}</p>";
+  const auto g = load_gateway(s.write(
+      minimal + "pow:\n  page: { template: page.html, title: One moment, text: Hello }\n"));
+  CHECK(g.pow.page.template_path == (s.dir / "page.html").string());
+  CHECK(g.pow.page.template_text == "<p>{{challenge}} {{difficulty}}</p>");
+  CHECK(g.pow.page.title == "One moment");
+  CHECK(g.pow.page.text == "Hello");
+  CHECK(g.pow.page.line == 6);
+  CHECK(error_of(s, minimal + "pow:\n  page: { template: missing.html }\n") ==
+        "g.yaml:6: pow.page.template: cannot read file '" + (s.dir / "missing.html").string() +
+            "': No such file or directory");
+  CHECK(error_of(s, minimal + "pow:\n  page: { colour: red }\n") ==
+        "g.yaml:6: pow.page.colour: unknown key (expected template, title or text)");
+  std::ofstream(s.dir / "big.html") << std::string(300 * 1024, 'x');
+  CHECK(error_of(s, minimal + "pow:\n  page: { template: big.html }\n") ==
+        "g.yaml:6: pow.page.template: template '" + (s.dir / "big.html").string() +
+            "' is larger than 256KiB");
+}
+
 TEST_CASE("route path options parse and default to off", "[config]") {
   scratch s;
   const auto g = load_gateway(s.write(

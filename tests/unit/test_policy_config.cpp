@@ -149,7 +149,7 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
        "p.yaml:2: categories.Auth: invalid category name (use a-z, 0-9, _ and -)"},
       {"categories:\n  auth: { colour: red }\n",
        "p.yaml:2: categories.auth.colour: unknown key (expected cost, mode, limits, pow, "
-       "status_violations or websocket)"},
+       "status_violations, websocket or cors)"},
       {"categories:\n  auth:\n    pow: { base_bits: 30, max_bits: 28 }\n",
        "p.yaml:3: categories.auth.pow: base_bits 30 exceeds max_bits 28"},
       {"categories:\n  auth:\n    pow: { enabled: yes }\n",
@@ -202,6 +202,24 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
       {"categories:\n  a: { cost: [1] }\n", "p.yaml:2: categories.a.cost: expected a single value"},
       {"categories:\n  a: { limits: { ipv4_individual: { short: { rate: 1/s, burst: 1 }\n",
        "p.yaml:3: YAML syntax: end of map flow not found"},
+      {"categories:\n  a:\n    cors: { allow_origins: [\"https://A.example\"] }\n",
+       "p.yaml:3: categories.a.cors.allow_origins[0]: invalid origin 'https://A.example' (expected "
+       "\"*\" or scheme://host[:port] in lower case)"},
+      {"categories:\n  a:\n    cors: { allow_origins: [\"https://a.example/app\"] }\n",
+       "p.yaml:3: categories.a.cors.allow_origins[0]: invalid origin 'https://a.example/app' "
+       "(expected \"*\" or scheme://host[:port] in lower case)"},
+      {"categories:\n  a:\n    cors: { allow_origins: [] }\n",
+       "p.yaml:3: categories.a.cors.allow_origins: at least one origin is needed"},
+      {"categories:\n  a:\n    cors: { allow_origins: [\"*\"], allow_credentials: true }\n",
+       "p.yaml:3: categories.a.cors.allow_origins: \"*\" cannot be combined with allow_credentials "
+       "(browsers refuse it): list the origins"},
+      {"categories:\n  a:\n    cors: { allow_origins: [\"*\"], allow_headers: [\"X A\"] }\n",
+       "p.yaml:3: categories.a.cors.allow_headers[0]: invalid header name 'X A'"},
+      {"categories:\n  a:\n    cors: { allow_origins: [\"*\"], max_age: 2d }\n",
+       "p.yaml:3: categories.a.cors.max_age: at most 24h (browsers cap it lower still)"},
+      {"categories:\n  a:\n    cors: { origins: [\"*\"] }\n",
+       "p.yaml:3: categories.a.cors.origins: unknown key (expected allow_origins, "
+       "allow_credentials, allow_methods, allow_headers or max_age)"},
   };
   for (const bad& b : cases) {
     INFO(b.yaml);
