@@ -1,6 +1,7 @@
 #include "gateway/sim/log_reader.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "gateway/core/text.hpp"
 
@@ -55,9 +56,31 @@ bool parse_status(std::string_view s, unsigned& out) noexcept {
   return true;
 }
 
+/// A dotted quad in the strict form inet_pton accepts (1 to 3 digits a part, no leading zero,
+/// at most 255): the common case, read without copying the text. False for anything else,
+/// which core::address::parse then judges.
+bool fast_ipv4(std::string_view s, core::address& out) noexcept {
+  std::uint32_t bits = 0;
+  std::size_t i = 0;
+  for (int part = 0; part < 4; ++part) {
+    if (part > 0 && (i >= s.size() || s[i++] != '.')) return false;
+    const std::size_t start = i;
+    unsigned v = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i - start < 3) {
+      v = v * 10 + static_cast<unsigned>(s[i++] - '0');
+    }
+    if (i == start || v > 255 || (s[start] == '0' && i - start > 1)) return false;
+    bits = bits << 8 | v;
+  }
+  if (i != s.size()) return false;
+  out = core::address::from_v4(bits);
+  return true;
+}
+
 /// The client address of a field (escapes decoded first: an address has none, but the text
 /// format would write them).
 bool parse_client(std::string_view field, std::string& scratch, core::address& out) noexcept {
+  if (fast_ipv4(field, out)) return true;
   std::string_view text;
   if (!unescape_field(field, scratch, text)) return false;
   const auto a = core::address::parse(text);
@@ -245,12 +268,19 @@ bool decode_hex_escapes(std::string_view in, std::string& out) {
 bool unescape_field(std::string_view in, std::string& out, std::string_view& field) {
   // Both writers escape every byte that is not printable ASCII, and quotes and backslashes:
   // such a byte raw means the line was not written by them (or was damaged).
-  bool escaped = false;
-  for (const char c : in) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u >= 0x7f || c == '"') return false;
-    escaped |= c == '\\';
-  }
+  // 0: written as it is, 1: a backslash, 2: never written raw.
+  static constexpr auto kinds = [] {
+    std::array<std::uint8_t, 256> k{};
+    for (int c = 0; c < 256; ++c)
+      k[c] = c <= 0x20 || c >= 0x7f || c == '"' ? 2 : 0;
+    k['\\'] = 1;
+    return k;
+  }();
+  std::uint8_t seen = 0;
+  for (const char c : in)
+    seen |= kinds[static_cast<unsigned char>(c)];
+  if (seen & 2) return false;
+  const bool escaped = seen != 0;
   if (!escaped) {
     field = in;
     return true;
@@ -312,6 +342,24 @@ bool parse_utc_time(std::string_view t, core::nanos& out) noexcept {
     out += (c - '0') * scale;
   }
   return true;
+}
+
+line_kind parse_time(std::string_view line, core::nanos& time, log_record& out,
+                     parse_scratch& scratch, std::string_view& why) {
+  std::string_view bare = line;
+  if (!bare.empty() && bare.back() == '\r') bare.remove_suffix(1);
+  const auto first = bare.find(' '), last = bare.rfind(' ');
+  core::nanos logged = 0, duration = 0;
+  if (bare.size() > 20 && bare[4] == '-' && bare[10] == 'T' && first != last &&
+      bare.back() == 's' && parse_utc_time(bare.substr(0, first), logged) &&
+      parse_seconds(bare.substr(last + 1, bare.size() - last - 2), duration) &&
+      duration <= logged) {
+    time = logged - duration;
+    return line_kind::request;
+  }
+  const line_kind k = parse_line(line, out, scratch, why);
+  time = out.time;
+  return k;
 }
 
 line_kind parse_line(std::string_view line, log_record& out, parse_scratch& scratch,

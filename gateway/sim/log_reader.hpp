@@ -66,6 +66,13 @@ struct parse_scratch {
 line_kind parse_line(std::string_view line, log_record& out, parse_scratch& scratch,
                      std::string_view& why);
 
+/// The instant of `line` for ordering, read cheaply: for a Tollgate text line from its two
+/// ends only (its time less the duration that ends it), `request` meaning "a request unless
+/// the whole parse finds otherwise" (a tunnel's end, a bad field in between); any other line is
+/// parsed whole by parse_line. The replay parses every request line whole again.
+line_kind parse_time(std::string_view line, core::nanos& time, log_record& out,
+                     parse_scratch& scratch, std::string_view& why);
+
 /// Nanoseconds since 1970 of a proleptic Gregorian UTC date and time; false when a field is out
 /// of range (month 13, February 30, hour 24, a year before 1970 or after 9999).
 bool civil_to_nanos(int year, int month, int day, int hour, int minute, int second,

@@ -116,21 +116,18 @@ void log_set::index_file(std::uint32_t f, const std::function<void(std::uint64_t
     ++number;
     if ((++counts_.lines & 0xffff) == 0 && tick) tick(counts_.lines);
     std::string_view why;
-    line_kind kind = parse_line(line, record, scratch, why);
+    core::nanos time = 0;
+    line_kind kind = parse_time(line, time, record, scratch, why);
     if (kind == line_kind::request && line.size() > UINT32_MAX) {
       kind = line_kind::bad;  // cannot be indexed; no log writes such a line
       why = "a line longer than 4 GiB";
     }
     switch (kind) {
-      case line_kind::request:
-        ++counts_.requests;
-        ++counts_.by_format[static_cast<std::size_t>(record.format)];
-        index_.push_back({record.time, at, static_cast<std::uint32_t>(line.size()), f, number});
+      case line_kind::request:  // counted by read()
+        index_.push_back({time, at, static_cast<std::uint32_t>(line.size()), f, number});
         break;
       case line_kind::bad:
-        if (++counts_.bad <= max_bad_kept) {
-          bad_.push_back({f, number, std::string(why), shown(line)});
-        }
+        count_bad(f, number, why, line);
         break;
       case line_kind::not_request:
         ++counts_.not_requests;
@@ -144,6 +141,47 @@ void log_set::index_file(std::uint32_t f, const std::function<void(std::uint64_t
     }
     at = end + 1;
   }
+}
+
+void log_set::count_bad(std::uint32_t f, std::uint64_t line, std::string_view why,
+                        std::string_view text) {
+  ++counts_.bad;
+  // The first lines of the files are kept, whatever order they are found in (read() finds
+  // some in time order).
+  auto later = [](const bad_line& a, const bad_line& b) {
+    return a.file != b.file ? a.file < b.file : a.line < b.line;
+  };
+  if (bad_.size() == max_bad_kept) {
+    const auto last = std::max_element(bad_.begin(), bad_.end(), later);
+    if (!later(bad_line{f, line, {}, {}}, *last)) return;
+    bad_.erase(last);
+  }
+  const bad_line b{f, line, std::string(why), shown(text)};
+  bad_.insert(std::upper_bound(bad_.begin(), bad_.end(), b, later), b);
+}
+
+bool log_set::read(const indexed_line& l, log_record& out, parse_scratch& scratch) {
+  std::string_view why;
+  const std::string_view line = text(l);
+  switch (parse_line(line, out, scratch, why)) {
+    case line_kind::request:
+      ++counts_.requests;
+      ++counts_.by_format[static_cast<std::size_t>(out.format)];
+      return true;
+    case line_kind::not_request:
+      ++counts_.not_requests;
+      return false;
+    case line_kind::application:
+      ++counts_.application;
+      return false;
+    case line_kind::blank:
+      ++counts_.blank;
+      return false;
+    case line_kind::bad:
+      count_bad(l.file, l.line, why, line);
+      return false;
+  }
+  return false;
 }
 
 void log_set::order() {

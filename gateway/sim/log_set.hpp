@@ -57,8 +57,12 @@ class log_set {
   log_set& operator=(const log_set&) = delete;
 
   /// Reads every line, indexes the requests and orders them by time. `tick` is called with
-  /// the number of lines read so far every 2^16 lines.
+  /// the number of lines read so far every 2^16 lines. Tollgate's text lines are only read at
+  /// their two ends here (parse_time): read() parses them whole.
   void index(const std::function<void(std::uint64_t)>& tick);
+  /// Parses indexed line `l` whole into `out` and counts it: false (and counted as a tunnel's
+  /// end or a bad line) when it is no request after all. Call once per indexed line.
+  bool read(const indexed_line& l, log_record& out, parse_scratch& scratch);
 
   /// The request lines in time order (after index()).
   const std::vector<indexed_line>& requests() const noexcept { return index_; }
@@ -66,9 +70,9 @@ class log_set {
   std::string_view text(const indexed_line& l) const noexcept {
     return files_[l.file].data.substr(l.offset, l.length);
   }
-  /// What was read.
+  /// What was read (requests and formats once every line went through read()).
   const read_counts& counts() const noexcept { return counts_; }
-  /// The first max_bad_kept bad lines.
+  /// The first max_bad_kept bad lines, in file and line order.
   const std::vector<bad_line>& bad_lines() const noexcept { return bad_; }
   /// The path of file `i`.
   const std::string& path(std::uint32_t i) const noexcept { return files_[i].path; }
@@ -84,6 +88,7 @@ class log_set {
     std::string owned;            ///< the bytes of a file that could not be mapped
   };
   void index_file(std::uint32_t f, const std::function<void(std::uint64_t)>& tick);
+  void count_bad(std::uint32_t f, std::uint64_t line, std::string_view why, std::string_view text);
   void order();
 
   std::vector<file> files_;

@@ -122,16 +122,14 @@ void agree(log_agreement& a, const indexed_line& l, const log_record& r, const s
 
 }  // namespace
 
-replay_result replay(const log_set& logs, simulator& a, simulator* b, const replay_options& opt) {
+replay_result replay(log_set& logs, simulator& a, simulator* b, const replay_options& opt) {
   replay_result res;
   prepare(res.runs[0], a);
   if (b != nullptr) prepare(res.runs[1], *b);
   log_record r;
   parse_scratch scratch;
-  std::string_view why;
   for (const indexed_line& l : logs.requests()) {
-    // Indexed lines parsed once already: the same bytes parse the same way.
-    parse_line(logs.text(l), r, scratch, why);
+    if (!logs.read(l, r, scratch)) continue;
     if (res.requests++ == 0) res.first = r.time;
     res.last = r.time;
     if ((res.requests & 0xffff) == 0 && opt.tick) opt.tick(res.requests);

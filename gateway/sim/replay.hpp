@@ -95,7 +95,8 @@ struct replay_options {
   std::function<void(std::uint64_t done)> tick;  ///< every 2^16 requests
 };
 
-/// Replays the requests of `logs` (indexed) through `a`, and through `b` too when not null.
-replay_result replay(const log_set& logs, simulator& a, simulator* b, const replay_options& o);
+/// Replays the requests of `logs` (indexed) through `a`, and through `b` too when not null;
+/// each line is read whole here (log_set::read), so `logs` counts requests and bad lines now.
+replay_result replay(log_set& logs, simulator& a, simulator* b, const replay_options& o);
 
 }  // namespace tollgate::sim

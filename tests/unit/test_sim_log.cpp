@@ -81,6 +81,26 @@ TEST_CASE("sim log: a Tollgate text line, replayed at its time less its duration
   CHECK(limited.r.limit == "ipv4_individual.short");
 }
 
+TEST_CASE("sim log: the quick read of a text line's time agrees with the whole parse", "[sim]") {
+  log_record r;
+  parse_scratch s;
+  std::string_view why;
+  core::nanos time = 0;
+  for (const std::string& line :
+       {text_line, with(text_line, ".123Z", ".123456Z"), json_line, nginx_line, text_line + "\r"}) {
+    INFO(line);
+    REQUIRE(parse_time(line, time, r, s, why) == line_kind::request);
+    CHECK(time == parse(line).r.time);
+  }
+  // What lies between the two ends is left to the whole parse.
+  const std::string raw_quote = with(text_line, "/a?b=1", "/a\"b");
+  CHECK(parse_time(raw_quote, time, r, s, why) == line_kind::request);
+  CHECK(kind_of(raw_quote) == line_kind::bad);
+  CHECK(parse_time(with(text_line, "0.001500s", "0.001500"), time, r, s, why) == line_kind::bad);
+  CHECK(parse_time(with(text_line, "0.001500s", "x.001500s"), time, r, s, why) == line_kind::bad);
+  CHECK(parse_time("2026-11-23T09:24:23.123Z x 1s", time, r, s, why) == line_kind::request);
+}
+
 TEST_CASE("sim log: \\xHH escapes decode back to the bytes sent", "[sim]") {
   const parsed p = parse(with(text_line, "/a?b=1", "/x\\x22y\\x20z\\xff\\x00\\x5c"));
   REQUIRE(p.kind == line_kind::request);
@@ -350,14 +370,19 @@ TEST_CASE("sim replay: a table of requests, counted by hand", "[sim]") {
   log += line(0, "10.0.4.1", "/ws/a", "allowed", "-", 101);
   log += line(10 * ms, "10.0.4.1", "/ws/a", "limited", S, 429);
   log += line(20 * ms, "10.0.4.1", "/ws/a", "allowed", "-", 429);
+  // Bad lines: one that only the whole parse finds (a raw quote: found during the replay, in
+  // time order), and one the first read finds.
+  log += with(line(0, "10.0.0.9", "/g", "allowed"), "/g", "/g\"");
   log += "2026-11-23T09:24:24.000Z nonsense\n";
   log_set logs({dir.write("access.log", log)});
   logs.index({});
-  REQUIRE(logs.counts().requests == 24);
-  CHECK(logs.counts().bad == 1);
-  CHECK(logs.bad_lines().at(0).line == 25);
   CHECK(logs.counts().reordered > 0);
   const replay_result r = replay(logs, sim, nullptr, {});
+  REQUIRE(logs.counts().requests == 24);
+  CHECK(logs.counts().bad == 2);
+  REQUIRE(logs.bad_lines().size() == 2);
+  CHECK(logs.bad_lines()[0].line == 25);
+  CHECK(logs.bad_lines()[1].line == 26);
   const run_summary s = summarise(r.runs[0], sim, 10);
 
   const auto& g = category(s, "general");
