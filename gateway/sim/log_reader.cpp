@@ -232,7 +232,8 @@ line_kind parse_nginx(std::string_view line, log_record& out, parse_scratch& s,
 bool civil_to_nanos(int year, int month, int day, int hour, int minute, int second,
                     core::nanos& out) {
   static constexpr int month_days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (year < 1970 || year > 9999 || month < 1 || month > 12 || hour < 0 || hour > 23 ||
+  // Nanoseconds since 1970 in 64 bits end in April 2262.
+  if (year < 1970 || year > 2261 || month < 1 || month > 12 || hour < 0 || hour > 23 ||
       minute < 0 || minute > 59 || second < 0 || second > 60) {
     return false;
   }

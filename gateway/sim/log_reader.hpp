@@ -74,7 +74,8 @@ line_kind parse_time(std::string_view line, core::nanos& time, log_record& out,
                      parse_scratch& scratch, std::string_view& why);
 
 /// Nanoseconds since 1970 of a proleptic Gregorian UTC date and time; false when a field is out
-/// of range (month 13, February 30, hour 24, a year before 1970 or after 9999).
+/// of range (month 13, February 30, hour 24, a year before 1970 or after 2261: 64-bit
+/// nanoseconds end in 2262).
 bool civil_to_nanos(int year, int month, int day, int hour, int minute, int second,
                     core::nanos& out);
 

@@ -294,6 +294,41 @@ def redis_replies():
         write("fuzz_redis_replies", name, data)
 
 
+def sim_log():
+    """fuzz_sim_log: log lines of the three formats the simulator reads (tests/unit/
+    test_sim_log.cpp), good, cut and hostile; and `METHOD\0TARGET` pairs to write and read
+    back."""
+    text = ('2026-11-23T09:24:23.123Z access 192.0.2.7 "GET /a?b=1 HTTP/1.1" 200 category=general '
+            'decision=allowed limit=- upstream=app upstream_time=0.000812 bytes=245 0.001500s')
+    json_line = ('{"time":"2026-11-23T09:24:23.123Z","type":"access","client":"192.0.2.7",'
+                 '"method":"GET","path":"/a?b=1","protocol":"HTTP/1.1","status":429,'
+                 '"category":"general","decision":"limited","limit":"ipv4_individual.short",'
+                 '"upstream":null,"upstream_time":null,"bytes":245,"duration":0.001500}')
+    nginx = ('203.0.113.9 - - [23/Nov/2026:02:24:23 -0700] "GET /x?y=%20 HTTP/1.1" 200 612 "-" '
+             '"curl/8"')
+    seeds = {
+        "text": text,
+        "text_micro": text.replace(".123Z", ".123456Z"),
+        "text_escapes": text.replace("/a?b=1", "/x\\x22y\\x20z\\xff\\x00"),
+        "text_cut_escape": text[:60] + "\\x2",
+        "tunnel": ('2026-11-18T11:06:40.123Z access 2001:db8::1 "GET /ws/bus" category=websocket '
+                   'websocket closed code=4001 by=upstream messages_from_client=4 '
+                   'messages_from_upstream=3 1.250000s'),
+        "json": json_line,
+        "json_escapes": json_line.replace("/a?b=1", "/\\u00e9\\\"\\ud83d\\ude00"),
+        "json_duplicate": json_line.replace('"status":429', '"status":429,"status":200'),
+        "json_app": '{"time":"2026-11-23T14:10:29.123Z","level":"info","message":"hi"}',
+        "app": "[2026-11-23 14:10:29.123] [info] listening on public 127.0.0.1:8080",
+        "nginx": nginx,
+        "nginx_escapes": nginx.replace("/x?y=%20", "/q\\x22\\x5c"),
+        "mixed": "\r\n".join([text, json_line, nginx, "", "garbage\0"]),
+        "pair": "GET\0/a?b=1",
+        "pair_hostile": "P\"O ST\0/x\"\n{\"forged\":1}\r\\\x01\x7f\xff\xc3\xa9",
+    }
+    for name, data in seeds.items():
+        write("fuzz_sim_log", name, data)
+
+
 if __name__ == "__main__":
     router()
     proxy_header()
@@ -304,3 +339,4 @@ if __name__ == "__main__":
     ws_frames()
     redis_replies()
     access_lines()
+    sim_log()

@@ -132,6 +132,8 @@ TEST_CASE("sim log: bad dates, huge numbers and bad statuses are bad lines", "[s
        std::vector<std::pair<std::string, std::string>>{{"2026-11-23", "2026-02-30"},
                                                         {"2026-11-23", "2026-13-01"},
                                                         {"2026-11-23", "1969-12-31"},
+                                                        {"2026-11-23", "2262-01-01"},
+                                                        {"2026-11-23", "9999-12-31"},
                                                         {"T09:", "T24:"},
                                                         {":24:23", ":60:23"},
                                                         {".123Z", ".1234567890Z"},
@@ -147,6 +149,8 @@ TEST_CASE("sim log: bad dates, huge numbers and bad statuses are bad lines", "[s
     INFO(from << " -> " << to);
     CHECK(kind_of(with(text_line, from, to)) == line_kind::bad);
   }
+  CHECK(parse(with(text_line, "2026-11-23", "2261-12-31")).kind == line_kind::request);
+  CHECK(parse(with(nginx_line, "2026", "9999")).kind == line_kind::bad);
   // A duration longer than the time since 1970 cannot be.
   CHECK(kind_of(with(text_line, "2026-11-23T09:24:23.123Z", "1970-01-01T00:00:00.001Z")) ==
         line_kind::bad);
