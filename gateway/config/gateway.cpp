@@ -242,7 +242,8 @@ pow_page_config read_page(const yaml_node& n, const std::string& file) {
 }
 
 pow_settings read_pow(const yaml_node& n, const std::string& file) {
-  n.expect_keys({"secret_env", "challenge_ttl", "replay_cache_entries", "page"});
+  n.expect_keys(
+      {"secret_env", "challenge_ttl", "replay_cache_entries", "solver_hash_rate", "page"});
   pow_settings p;
   p.page.file = file;
   if (auto v = n.get("page")) p.page = read_page(*v, file);
@@ -258,6 +259,7 @@ pow_settings read_pow(const yaml_node& n, const std::string& file) {
   if (auto v = n.get("replay_cache_entries")) {
     p.replay_cache_entries = static_cast<std::uint32_t>(v->as_uint(1, 100'000'000));
   }
+  if (auto v = n.get("solver_hash_rate")) p.solver_hash_rate = v->as_uint(1, 1'000'000'000'000);
   return p;
 }
 

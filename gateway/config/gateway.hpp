@@ -118,6 +118,9 @@ struct pow_settings {
   std::string secret_env = "TOLLGATE_POW_SECRET";           ///< variable holding the HMAC secret
   core::duration challenge_ttl = std::chrono::seconds(60);  ///< a challenge expires after
   std::uint32_t replay_cache_entries = 100'000;             ///< spent proofs remembered
+  /// Hashes per second of the slowest client that should still pass: a challenge of `b` bits
+  /// lives at least 8 * 2^b / solver_hash_rate seconds (see pow_state::lifetime).
+  std::uint64_t solver_hash_rate = 250'000;
   pow_page_config page;                                     ///< the browsers' 428 page
 };
 

@@ -74,6 +74,7 @@ void compare_pow(std::vector<std::string>& out, const gateway_config& running,
   compare(out, "pow.secret_env", r.secret_env, n.secret_env);
   compare(out, "pow.challenge_ttl", r.challenge_ttl, n.challenge_ttl);
   compare(out, "pow.replay_cache_entries", r.replay_cache_entries, n.replay_cache_entries);
+  compare(out, "pow.solver_hash_rate", r.solver_hash_rate, n.solver_hash_rate);
 }
 
 /// The violation counters' settings (a policy file's `pow_counters`).

@@ -1,5 +1,8 @@
 #include "gateway/policy/pow_gate.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "gateway/core/text.hpp"
 
 namespace tollgate::policy {
@@ -64,7 +67,14 @@ pow_state::pow_state(std::string_view secret, const config::pow_settings& settin
           max_reason_slots),
       // Challenges carry their expiry in whole seconds (the wire's unit).
       ttl_(std::max<std::int64_t>(
-          1, std::chrono::duration_cast<std::chrono::seconds>(settings.challenge_ttl).count())) {}
+          1, std::chrono::duration_cast<std::chrono::seconds>(settings.challenge_ttl).count())),
+      hash_rate_(static_cast<double>(std::max<std::uint64_t>(1, settings.solver_hash_rate))) {}
+
+std::int64_t pow_state::lifetime(unsigned bits) const noexcept {
+  const double work = std::ceil(std::ldexp(8.0, static_cast<int>(std::min(bits, 64u))) / hash_rate_);
+  const double capped = std::min(work, static_cast<double>(max_lifetime));
+  return std::max(ttl_, static_cast<std::int64_t>(capped));
+}
 
 std::size_t pow_state::slot(const std::string& name) {
   const std::lock_guard lock(slots_mutex_);
@@ -117,7 +127,7 @@ bool spend_proof(pow_state& s, proof& p, unsigned bits, std::int64_t now) {
 void issue_challenge(const pow_state& s, const client_subjects& who, const category_pow& c,
                      unsigned bits, pow::proof_failure reason, std::int64_t now,
                      challenge_values& out) {
-  out.expires = now + s.challenge_ttl();
+  out.expires = now + s.lifetime(bits);
   out.bits = bits;
   out.reason = reason;
   out.challenge =

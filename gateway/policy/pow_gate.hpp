@@ -81,8 +81,14 @@ class pow_state {
   /// The end of the latest ban, automatic or manual, on `who` in force at `now`.
   std::optional<std::int64_t> banned_until(const client_subjects& who,
                                            std::int64_t now) const noexcept;
-  /// Seconds a challenge lives.
+  /// Seconds a challenge lives at the least (`pow.challenge_ttl`).
   std::int64_t challenge_ttl() const noexcept { return ttl_; }
+  /// Longest life of a challenge, whatever its difficulty.
+  static constexpr std::int64_t max_lifetime = 24 * 3600;
+  /// Seconds a challenge of `bits` lives: challenge_ttl, or 8 times the expected work at
+  /// `pow.solver_hash_rate` when that is longer (a client that slow passes 99.97% of the
+  /// time: the tries needed are geometric, P(more than 8x the mean) = e^-8), at most a day.
+  std::int64_t lifetime(unsigned bits) const noexcept;
 
  private:
   pow::challenger challenger_;
@@ -90,6 +96,7 @@ class pow_state {
   pow::violation_tables violations_;
   pow::manual_bans manual_bans_;
   std::int64_t ttl_;
+  double hash_rate_;  ///< pow.solver_hash_rate
   std::mutex slots_mutex_;               ///< guards slot_names_
   std::vector<std::string> slot_names_;  ///< by slot
 };

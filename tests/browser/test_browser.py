@@ -227,6 +227,9 @@ class BrowserPage(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(status, 428)
         self.assertEqual(head["content-type"], "application/problem+json")
         self.assertEqual(json.loads(body)["code"], "pow_required")
+        # 40 bits at the default solver_hash_rate would take days: the challenge lives the
+        # longest a challenge may, one day, not the 60 s of an easy one.
+        self.assertAlmostEqual(json.loads(body)["expires"] - time.time(), 86400, delta=5)
         status, head, body = h.http_request(
             self.gw.port, "GET /hard/page HTTP/1.1\r\nHost: t\r\n"
             "Accept: text/html,application/xhtml+xml,*/*;q=0.8\r\nConnection: close\r\n\r\n")

@@ -331,3 +331,38 @@ TEST_CASE("gate: a proof never pays past a key limit, only past the address leve
   CHECK(decide(w.client, "") == outcome::challenged);
   CHECK(decide(w.client, w.proof("keyed", 4)) == outcome::pow_passed);
 }
+
+TEST_CASE("a challenge lives long enough for a slow client to pay it", "[gate]") {
+  config::pow_settings settings;  // challenge_ttl 60 s, solver_hash_rate 250 000/s
+  const config::pow_counters_config counters;
+  const policy::pow_state pow{"secret", settings, counters};
+  // 8 * 2^bits / 250 000, rounded up, never under the configured 60 s nor over a day.
+  CHECK(pow.lifetime(0) == 60);
+  CHECK(pow.lifetime(16) == 60);
+  CHECK(pow.lifetime(20) == 60);   // 33.6 s of work at 8x
+  CHECK(pow.lifetime(22) == 135);  // 134.2
+  CHECK(pow.lifetime(24) == 537);  // 536.9
+  CHECK(pow.lifetime(28) == 8590);
+  CHECK(pow.lifetime(34) == policy::pow_state::max_lifetime);
+  CHECK(pow.lifetime(64) == policy::pow_state::max_lifetime);
+  CHECK(pow.lifetime(200) == policy::pow_state::max_lifetime);
+
+  settings.solver_hash_rate = 1'000'000'000;  // a fast fleet: the configured floor holds
+  settings.challenge_ttl = std::chrono::seconds(30);
+  const policy::pow_state fast{"secret", settings, counters};
+  CHECK(fast.lifetime(28) == 30);
+  CHECK(fast.lifetime(36) == 550);
+
+  // What a 428 says is what the challenge carries.
+  policy::challenge_values v;
+  policy::issue_challenge(pow, {}, {}, 24, pow::proof_failure::none, now_s, v);
+  CHECK(v.expires == now_s + 537);
+  pow::challenge_claims claims;
+  std::string_view challenge;
+  const std::string sent = v.challenge + ":a";
+  CHECK(pow.challenger().check(sent, now_s + 537, 0, 0, 0, claims, challenge) !=
+        pow::proof_failure::expired);
+  CHECK(claims.expires == now_s + 537);
+  CHECK(pow.challenger().check(sent, now_s + 538, 0, 0, 0, claims, challenge) ==
+        pow::proof_failure::expired);
+}

@@ -99,6 +99,12 @@ const std::vector<row> rows = {
     {"the replay cache",
      [](gateway_config& g) { g.pow.replay_cache_entries = 1; },
      {"pow.replay_cache_entries"}},
+    {"the browsers' page (live)",
+     [](gateway_config& g) { g.pow.page.title = "One moment"; },
+     {}},
+    {"the solver hash rate",
+     [](gateway_config& g) { g.pow.solver_hash_rate = 1; },
+     {"pow.solver_hash_rate"}},
     {"the store type",
      [](gateway_config& g) { g.store.type = store_config::kind::redis; },
      {"store.type"}},
@@ -181,10 +187,15 @@ TEST_CASE("a reload keeps the running listeners and applies the rest", "[config]
   next.logging.level = "debug";
   next.limits.max_header_bytes = 1024;
   next.workers = 16;
+  next.pow.challenge_ttl = std::chrono::seconds(5);
+  next.pow.page.title = "One moment";
   const gateway_config applied = keep_restart_only(running, next);
   REQUIRE(applied.listeners.size() == 2);
   CHECK(applied.listeners[0].port == 8080);
   CHECK(applied.workers == 2);
+  // The process's PoW state stays; the browsers' page is a rendering, and changes live.
+  CHECK(applied.pow.challenge_ttl == running.pow.challenge_ttl);
+  CHECK(applied.pow.page.title == "One moment");
   // Live: the certificate a TLS listener presents, logging, other limits.
   CHECK(applied.listeners[1].tls->certificate == "certs/b.pem");
   CHECK(applied.logging.level == "debug");
