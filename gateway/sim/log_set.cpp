@@ -62,8 +62,8 @@ log_set::log_set(std::vector<std::string> paths) {
     if (fd < 0) throw std::runtime_error("cannot open " + f.path + ": " + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-      void* m =
-          ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+      void* m = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ,
+                       MAP_PRIVATE | MAP_POPULATE, fd, 0);
       if (m != MAP_FAILED) {
         ::madvise(m, static_cast<std::size_t>(st.st_size), MADV_SEQUENTIAL);
         f.mapped = m;

@@ -106,11 +106,18 @@ void agree(log_agreement& a, const indexed_line& l, const log_record& r, const s
   append_limit(limit, o);
   if (decision_name(o.result) == r.decision && limit == r.limit) return;
   ++a.differ;
-  std::string pair(r.decision);
-  if (!r.limit.empty()) pair += " " + std::string(r.limit);
-  pair += " -> " + std::string(decision_name(o.result));
-  if (!limit.empty()) pair += " " + limit;
-  ++a.pairs[pair];
+  // Built in a reused string and looked up without a copy: a log replayed under another
+  // policy may differ on most lines.
+  thread_local std::string pair;
+  pair.assign(r.decision);
+  if (!r.limit.empty()) pair.append(" ").append(r.limit);
+  pair.append(" -> ").append(decision_name(o.result));
+  if (!limit.empty()) pair.append(" ").append(limit);
+  if (const auto it = a.pairs.find(pair); it != a.pairs.end()) {
+    ++it->second;
+  } else {
+    a.pairs.emplace(pair, 1);
+  }
   if (a.first.size() >= keep) return;
   difference d = make_difference(l, r);
   d.category[0] = std::string(r.category);

@@ -73,7 +73,7 @@ struct log_agreement {
   /// a store error, the WebSocket connection count), by logged decision.
   std::map<std::string, std::uint64_t> not_comparable;
   /// "logged -> simulated" (with limits) -> lines.
-  std::map<std::string, std::uint64_t> pairs;
+  std::map<std::string, std::uint64_t, std::less<>> pairs;
   std::vector<difference> first;  ///< the first differing lines (config 0 only)
 };
 
