@@ -103,11 +103,17 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
+busy = [0, 0]  # measurements during which a compiler ran (looked at after each), of all
+
+
 def measured(argv):
     """(stdout, CPU seconds, wall seconds) of one process."""
     c, w = children_cpu(), time.perf_counter()
     out = subprocess.run(pin + argv, check=True, capture_output=True, text=True).stdout
-    return out, children_cpu() - c, time.perf_counter() - w
+    result = out, children_cpu() - c, time.perf_counter() - w
+    busy[0] += subprocess.run(["pgrep", "-f", "cc1plus|ninja"], capture_output=True).returncode == 0
+    busy[1] += 1
+    return result
 
 
 def run(solver, bits, challenges):
@@ -151,6 +157,11 @@ for r in range(1, rounds + 1):
         rates[s].append(rate)
         print(f"round {r}: {s}: {int(t1 + t2)} hashes, {cpu1 + cpu2:.2f} s CPU, {w1 + w2:.2f} s wall: "
               f"{rate:,.0f}/s per CPU second, {(t1 + t2) / (w1 + w2):,.0f}/s wall", file=sys.stderr)
+
+
+if busy[0]:
+    print(f"warning: a compiler was running at the end of {busy[0]} of {busy[1]} measurements",
+          file=sys.stderr)
 
 
 def span(seconds):
