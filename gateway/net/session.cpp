@@ -228,6 +228,12 @@ void count_limits(worker& w, const request_in_hand& r) {
   for (std::uint32_t bits = r.unkeyed; bits != 0; bits &= bits - 1) {
     w.counters.unkeyed[c][labels[static_cast<std::size_t>(__builtin_ctz(bits))]].add();
   }
+  // Rejected by a limit (429, or 428 to pay past it): counted for GET /admin/limited.
+  const policy::outcome o = r.verdict.result;
+  if (o == policy::outcome::limited || o == policy::outcome::challenged) {
+    w.limited.note({r.who.individual.key, static_cast<limit::level>(r.who.individual.level)},
+                   {r.who.network.key, static_cast<limit::level>(r.who.network.level)}, r.gate.now);
+  }
 }
 
 /// What serve() does with a request whose head was read (or could not be).

@@ -185,6 +185,45 @@ TEST_CASE("a manual network ban answers 403 inside it, lists, expires and lifts"
   CHECK(status_from(*gw, "127.0.10.7") == 200);
   CHECK(has(admin(*gw, "GET", "/admin/addresses/127.0.10.6").body,
             R"("manual_bans":["127.0.10.6/32"])"));
+  // A reload keeps it, as it keeps automatic bans.
+  CHECK(has(gw->reload(gateway_yaml, policy_yaml), "in force"));
+  CHECK(status_from(*gw, "127.0.10.6") == 403);
+}
+
+TEST_CASE("the most limited addresses and networks are those the test limited most",
+          "[integration][admin]") {
+  echo_server echo;
+  const auto gw = start_gateway(echo.port);
+  // 429s: 127.0.11.1 five times, 127.0.11.2 twice; 428s (pay to pass): 127.0.12.1 three
+  // times. Admitted requests are not counted.
+  auto limited = [&](const std::string& source, const std::string& path, int n, int status) {
+    for (int i = 0; i < n; ++i)
+      CHECK(status_from(*gw, source, path) == status);
+  };
+  limited("127.0.11.1", "/x", 2, 200);
+  limited("127.0.11.1", "/x", 5, 429);
+  limited("127.0.11.2", "/x", 2, 200);
+  limited("127.0.11.2", "/x", 2, 429);
+  limited("127.0.12.1", "/paid/x", 1, 200);
+  limited("127.0.12.1", "/paid/x", 3, 428);
+  limited("127.0.13.1", "/x", 2, 200);
+
+  auto r = admin(*gw, "GET", "/admin/limited?top=2");
+  REQUIRE(r.status == 200);
+  CHECK(has(r.body, R"("window_seconds":60)"));
+  CHECK(has(r.body, R"("addresses":[{"address":"127.0.11.1/32","rejected":5,"overestimate":0},)"
+                    R"({"address":"127.0.12.1/32","rejected":3,"overestimate":0}])"));
+  CHECK(has(r.body, R"("networks":[{"address":"127.0.11.0/24","rejected":7,"overestimate":0},)"
+                    R"({"address":"127.0.12.0/24","rejected":3,"overestimate":0}])"));
+  r = admin(*gw, "GET", "/admin/limited");
+  CHECK(has(r.body, R"({"address":"127.0.11.2/32","rejected":2,"overestimate":0})"));
+  CHECK_FALSE(has(r.body, "127.0.13."));
+  for (const char* bad : {"top=0", "top=65", "top=x", "count=3"}) {
+    INFO(bad);
+    r = admin(*gw, "GET", std::string("/admin/limited?") + bad);
+    CHECK(r.status == 400);
+    CHECK(r.header("content-type") == "application/problem+json");
+  }
 }
 
 TEST_CASE("every admin change leaves one audit line, without the token", "[integration][admin]") {
