@@ -3,7 +3,8 @@
 # Tollgate's text log): writes LINES-line logs in the three formats with bench/sim_log.py (kept
 # in build/bench-sim/ for the next run), replays each RUNS times through config/gateway.yaml
 # and policies/default.yaml, and prints lines/s of each run (wall time of the whole command:
-# mapping, indexing, sorting, replaying, reporting). Run it on a quiet machine: it is one core.
+# mapping, indexing, sorting, replaying, reporting; and its CPU time). Run it on a quiet
+# machine: it is one core.
 #   usage: bench/simulate.sh [LINES] [RUNS] [BUILD_DIR]      (defaults 5000000 3 build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,14 +28,20 @@ echo "tollgate simulate, $lines lines per log, $(date -u +%Y-%m-%d), $(nproc) CP
 for format in text json nginx; do
   log="$work/$format-$lines.log"
   for run in $(seq "$runs"); do
-    # One core: taskset pins the whole process (it has one thread anyway).
+    # One core: taskset pins the whole process (it has one thread anyway). The CPU time (user +
+    # system) is printed too: on a machine that is not quiet it is the figure to trust.
     start=$(date +%s.%N)
-    taskset -c 0 "$tollgate" simulate --config config/gateway.yaml --log "$log" >"$work/out.txt" 2>/dev/null
+    TIMEFORMAT="%U %S"
+    { time taskset -c 0 "$tollgate" simulate --config config/gateway.yaml --log "$log" \
+        >"$work/out.txt" 2>/dev/null; } 2>"$work/time.txt"
     end=$(date +%s.%N)
-    python3 - "$format" "$run" "$lines" "$start" "$end" <<'EOF'
+    python3 - "$format" "$run" "$lines" "$start" "$end" "$work/time.txt" <<'EOF'
 import sys
-fmt, run, lines, start, end = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
-print(f"{fmt:6s} run {run}: {end - start:6.2f} s  {lines / (end - start):12,.0f} lines/s")
+fmt, run, lines = sys.argv[1], sys.argv[2], int(sys.argv[3])
+wall = float(sys.argv[5]) - float(sys.argv[4])
+user, system = (float(x) for x in open(sys.argv[6]).read().split()[-2:])
+print(f"{fmt:6s} run {run}: {wall:6.2f} s wall {lines / wall:12,.0f} lines/s;"
+      f" {user + system:6.2f} s CPU {lines / (user + system):12,.0f} lines/s")
 EOF
   done
 done
