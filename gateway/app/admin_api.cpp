@@ -96,9 +96,11 @@ json::array admin_api::limits_of(const core::address& a, core::nanos now) const 
   return out;
 }
 
-json::array admin_api::manual_bans_over(const core::key_block& b, core::nanos now) const {
+json::array admin_api::manual_bans_over(const core::key_block& b, core::nanos now,
+                                        bool holding) const {
   json::array out;
   for (const auto& m : c_.pow.manual_bans().list(now)) {
+    if (holding && m.block.prefix > b.prefix) continue;
     if (b.overlaps(m.block.family, m.block.net, m.block.prefix)) {
       out.push_back(json::string(m.block.to_string()));
     }

@@ -52,8 +52,10 @@ class admin_api {
   reply reset(const request& r, std::string_view target) const;
   reply limited(const request& r) const;
   boost::json::array limits_of(const core::address& a, core::nanos now) const;
-  /// The manual bans in force whose block overlaps `b`, as text.
-  boost::json::array manual_bans_over(const core::key_block& b, core::nanos now) const;
+  /// The manual bans in force whose block overlaps `b` (only those that hold it whole, when
+  /// `holding`), as text.
+  boost::json::array manual_bans_over(const core::key_block& b, core::nanos now,
+                                      bool holding = false) const;
 
   admin_context c_;
 };

@@ -174,9 +174,10 @@ admin_api::reply admin_api::lift(const request& r, std::string_view target) cons
   admin::audit(r, "unban", block->to_string(), lifted ? "kinds=" + lifted_kinds : "",
                lifted ? 200 : 404);
   if (!lifted) {
-    return problem(
-        404, "no ban on " + block->to_string(),
-        {{"address", name}, {"lifted", false}, {"covered_by", manual_bans_over(*block, now)}});
+    return problem(404, "no ban on " + block->to_string(),
+                   {{"address", name},
+                    {"lifted", false},
+                    {"covered_by", manual_bans_over(*block, now, true)}});
   }
   return answer(200, json::object{{"address", name}, {"lifted", true}, {"kinds", kinds}});
 }

@@ -178,6 +178,13 @@ TEST_CASE("a manual network ban answers 403 inside it, lists, expires and lifts"
   CHECK(has(r.body, R"("kinds":["manual"])"));
   CHECK(status_from(*gw, "127.0.9.1") == 200);
   CHECK(admin(*gw, "DELETE", "/admin/bans/127.0.9.0/24").status == 404);
+  // A ban inside a block does not cover the block.
+  CHECK(admin(*gw, "PUT", "/admin/bans/127.0.9.7?duration=1m").status == 201);
+  r = admin(*gw, "DELETE", "/admin/bans/127.0.9.0/24");
+  CHECK(r.status == 404);
+  CHECK(has(r.body, R"("covered_by":[])"));
+  CHECK(status_from(*gw, "127.0.9.7") == 403);
+  CHECK(status_from(*gw, "127.0.9.8") == 200);
 
   // One address by hand: that address only.
   CHECK(admin(*gw, "PUT", "/admin/bans/127.0.10.6?duration=10m").status == 201);
