@@ -352,8 +352,12 @@ class RealRun(unittest.TestCase):
         self.assertEqual(logged["not_comparable"], {})
         self.assertEqual(logged["compared"], want)
         self.assertEqual((logged["differ"], logged["pairs"]), (0, {}), logged["first"])
-        # And the gateway did refuse what the simulation says, by the same limits.
+        # And the counts are the answers the client got: 429s in general, api and sockets (the
+        # requests come within milliseconds, so they are also those counted by hand for (a)).
         cats = categories(report)
+        self.assertEqual(sum(cats[c]["limited"] for c in cats), statuses.count(429))
+        self.assertEqual(sum(cats[c]["challenged"] for c in cats), statuses.count(428))
+        self.assertEqual(sum(cats[c]["denied"] for c in cats), statuses.count(403))
         self.assertEqual(cats["general"]["limited_by"],
                          {"ipv4_individual.short": 2, "ipv4_network.short": 1})
         self.assertEqual(cats["sockets"]["limited"], 1)
