@@ -73,6 +73,11 @@ line_kind parse_line(std::string_view line, log_record& out, parse_scratch& scra
 line_kind parse_time(std::string_view line, core::nanos& time, log_record& out,
                      parse_scratch& scratch, std::string_view& why);
 
+/// parse_line for a line parse_time found to be a request at `time`: a text line's time fields,
+/// read there, are not read again (the record's time is `time`).
+line_kind parse_again(std::string_view line, core::nanos time, log_record& out,
+                      parse_scratch& scratch, std::string_view& why);
+
 /// Nanoseconds since 1970 of a proleptic Gregorian UTC date and time; false when a field is out
 /// of range (month 13, February 30, hour 24, a year before 1970 or after 2261: 64-bit
 /// nanoseconds end in 2262).

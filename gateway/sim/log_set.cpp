@@ -163,7 +163,7 @@ void log_set::count_bad(std::uint32_t f, std::uint64_t line, std::string_view wh
 bool log_set::read(const indexed_line& l, log_record& out, parse_scratch& scratch) {
   std::string_view why;
   const std::string_view line = text(l);
-  switch (parse_line(line, out, scratch, why)) {
+  switch (parse_again(line, l.time, out, scratch, why)) {
     case line_kind::request:
       ++counts_.requests;
       ++counts_.by_format[static_cast<std::size_t>(out.format)];

@@ -84,6 +84,18 @@ TEST_CASE("sim log: the quick read of a text line's time agrees with the whole p
     REQUIRE(parse_time(line, time, r, s, why) == line_kind::request);
     CHECK(time == parse(line).r.time);
   }
+  // Parsed again at the time read, a line gives the record parse_line gives.
+  for (const std::string& line : {text_line, json_line, nginx_line}) {
+    const parsed whole = parse(line);
+    REQUIRE(parse_time(line, time, r, s, why) == line_kind::request);
+    REQUIRE(parse_again(line, time, r, s, why) == line_kind::request);
+    CHECK((r.time == whole.r.time && r.target == whole.r.target && r.status == whole.r.status &&
+           r.decision == whole.r.decision && r.client == whole.r.client));
+  }
+  const std::string two_durations = with(text_line, "0.001500s", "0.5s 0.001500s");
+  REQUIRE(parse_time(two_durations, time, r, s, why) == line_kind::request);
+  CHECK(parse_again(two_durations, time, r, s, why) == line_kind::bad);
+  CHECK(kind_of(two_durations) == line_kind::bad);
   // What lies between the two ends is left to the whole parse.
   const std::string raw_quote = with(text_line, "/a?b=1", "/a\"b");
   CHECK(parse_time(raw_quote, time, r, s, why) == line_kind::request);
