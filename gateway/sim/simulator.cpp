@@ -68,6 +68,12 @@ bool simulator::decide(const log_record& r, bool upgrade, outcome& out) {
   return true;
 }
 
+void simulator::prefetch(const log_record& r, const policy::route& to, bool upgrade) {
+  std::uint32_t unkeyed = 0;
+  const policy::key_sources keys{&logged_header, &upgrade, r.target};
+  store_.prepare(policy_.request(*to.category, r.client, keys, to.cost, r.time, unkeyed));
+}
+
 void simulator::decide(const log_record& r, const policy::route& to, bool upgrade, outcome& out) {
   // The order of gateway/net/session.cpp: plan_request, decide_limits, after_limits.
   const policy::category_limits& category = *to.category;

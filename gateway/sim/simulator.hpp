@@ -70,6 +70,9 @@ class simulator {
   const policy::route* route(const log_record& r, bool upgrade);
   /// Decides `r` at r.time as the gateway would have; false when its target is no valid path.
   bool decide(const log_record& r, bool upgrade, outcome& out);
+  /// Prefetches the store slots `r`, routed to `to`, will use: called one request ahead of
+  /// decide, so that their cache misses overlap the work in between. Changes no state.
+  void prefetch(const log_record& r, const policy::route& to, bool upgrade);
   /// The same for `r` already routed to `to` (by route(r, upgrade)).
   void decide(const log_record& r, const policy::route& to, bool upgrade, outcome& out);
 
