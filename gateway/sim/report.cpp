@@ -119,6 +119,24 @@ void text_run(std::string& out, const run_summary& run) {
   }
 }
 
+/// `s` for a terminal: bytes a client chose, anything but printable ASCII (and the backslash)
+/// as \xHH, as the access log writes them, so that a target cannot forge report lines.
+std::string visible(std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u > 0x20 && u < 0x7f && c != '\\') {
+      out += c;
+    } else {
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    }
+  }
+  return out;
+}
+
 std::string outcome_text(const difference& d, int i) {
   std::string s = d.decision[i];
   if (!d.limit[i].empty()) s += " " + d.limit[i];
@@ -133,8 +151,8 @@ void text_differences(std::string& out, const report_input& in, const std::vecto
   for (std::size_t i = 0; i < n; ++i) {
     const difference& d = list[i];
     out += "  " + in.logs.path(d.file) + ":" + number(d.line) + " " + format_time(d.time) + " " +
-           d.client.to_string() + " " + d.method + " " + d.target + ": " + a + " " +
-           outcome_text(d, 0) + ", " + b + " " + outcome_text(d, 1) + "\n";
+           d.client.to_string() + " " + visible(d.method) + " " + visible(d.target) + ": " + a +
+           " " + outcome_text(d, 0) + ", " + b + " " + outcome_text(d, 1) + "\n";
   }
 }
 

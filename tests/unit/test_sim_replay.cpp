@@ -243,3 +243,22 @@ TEST_CASE("sim replay: --compare lists exactly the requests decided otherwise", 
   CHECK((r.differences[0].decision[0] == "allowed" && r.differences[0].decision[1] == "limited"));
   CHECK(r.differences[0].limit[1] == "ipv4_individual.short");
 }
+
+TEST_CASE("sim report: a target's bytes cannot forge lines of the text report", "[sim]") {
+  temp_dir dir;
+  dir.write("policy.yaml", replay_policy);
+  simulator sim(config::load_gateway(dir.write("gateway.yaml", replay_gateway)));
+  std::string log = line(0, "10.0.0.1", "/g", "allowed");
+  // Logged as limited: the simulation allows it, so it is listed, its target escaped.
+  log += with(line(0, "10.0.0.2", "/g", "limited", "ipv4_individual.short", 429), "/g",
+              "/g\\x0aforged\\x20line\\x1b[2J");
+  log_set logs({dir.write("access.log", log)});
+  logs.index({});
+  const replay_result r = replay(logs, sim, nullptr, {});
+  REQUIRE(r.agreement.first.size() == 1);
+  CHECK(r.agreement.first[0].target == "/g\nforged line\x1b[2J");
+  const std::string text = text_report({logs, r, {summarise(r.runs[0], sim, 10)}, 0, 50});
+  CHECK(text.find("GET /g\\x0aforged\\x20line\\x1b[2J: logged limited") != std::string::npos);
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK(text.find("\nforged") == std::string::npos);
+}
