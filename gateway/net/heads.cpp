@@ -167,8 +167,13 @@ void render_upstream_head(std::string& out, const request_parser& parser,
 
 client_framing render_client_head(std::string& out, const response_parser& parser,
                                   const client_head& how) {
-  const auto [version, keep_alive, head_request, rate, extra, own_cors] = how;
-  const policy::rate_limit_fields& fields = *rate;
+  // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const unsigned version = how.version;
+  const bool keep_alive = how.keep_alive;
+  const bool head_request = how.head_request;
+  const bool own_cors = how.own_cors;
+  const std::string_view extra = how.extra;
+  const policy::rate_limit_fields& fields = *how.fields;
   const auto& res = parser.get();
   const unsigned status = res.result_int();
   out.clear();

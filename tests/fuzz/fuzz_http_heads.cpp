@@ -207,7 +207,7 @@ void check_response(std::string_view message, std::span<const std::uint8_t> size
   }
   if (status == 101) {
     std::string out;
-    render_switching_head(out, *rp, fields);
+    render_switching_head(out, *rp, fields, {});
     std::optional<response_parser> again;
     std::apply([&](auto&&... a) { again.emplace(a...); }, on_arena(arena2));
     again->header_limit(1 << 20);
@@ -226,7 +226,7 @@ void check_response(std::string_view message, std::span<const std::uint8_t> size
   const unsigned version = (flags & 4) != 0 ? 10 : 11;
   std::string out;
   const client_framing framing =
-      render_client_head(out, *rp, version, (flags & 8) != 0, head_request, fields);
+      render_client_head(out, *rp, {version, (flags & 8) != 0, head_request, &fields, {}, false});
 
   std::optional<response_parser> again;
   std::apply([&](auto&&... a) { again.emplace(a...); }, on_arena(arena2));
