@@ -95,6 +95,9 @@ std::optional<std::int64_t> manual_bans::scan(core::family f, std::uint64_t key,
     // A torn read (the writer was busy) is retried by the caller; the bounds keep it inside.
     std::size_t lo = std::min<std::size_t>((packed >> 16) & 0xffff, capacity);
     std::size_t hi = std::min<std::size_t>(packed & 0xffff, capacity);
+    // The search may end at the group's end: that slot is another group's, or a ban lifted
+    // since (slots past the last ban keep their old keys), never this group's.
+    const std::size_t end = hi;
     while (lo < hi) {
       const std::size_t mid = lo + (hi - lo) / 2;
       if (keys_[mid].load(std::memory_order_relaxed) < masked) {
@@ -103,7 +106,7 @@ std::optional<std::int64_t> manual_bans::scan(core::family f, std::uint64_t key,
         hi = mid;
       }
     }
-    if (lo < capacity && keys_[lo].load(std::memory_order_relaxed) == masked) {
+    if (lo < end && keys_[lo].load(std::memory_order_relaxed) == masked) {
       const std::int64_t end = ends_[lo].load(std::memory_order_relaxed);
       if (end > now && (!until || end > *until)) until = end;
     }

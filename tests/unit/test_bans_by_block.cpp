@@ -115,6 +115,27 @@ TEST_CASE("manual bans cover the addresses inside their blocks until they end", 
   CHECK(bans.banned_until(individual("198.51.100.7"), 45 * s) == 300 * s);
 }
 
+TEST_CASE("a lifted ban ends, whichever slot it had", "[bans]") {
+  // The ban sorting last in its group was still found after its lift: the search ended on the
+  // slot past the group, which kept the lifted key.
+  pow::manual_bans bans;
+  CHECK(bans.place({block("10.0.0.1"), 0, 100 * s, ""}, 0) == pow::manual_bans::placed::added);
+  CHECK(bans.place({block("10.0.0.9"), 0, 100 * s, ""}, 0) == pow::manual_bans::placed::added);
+  CHECK(bans.lift(block("10.0.0.9"), 1 * s));
+  CHECK_FALSE(bans.banned_until(individual("10.0.0.9"), 1 * s));
+  CHECK(bans.banned_until(individual("10.0.0.1"), 1 * s) == 100 * s);
+  // Nor does a search past one group find the next group's first key: 10.0.0.0 as a /32 is
+  // not banned by the /24 group's 10.0.1.0 nor by a lifted /32 at the same slot.
+  CHECK(bans.place({block("10.0.1.0/24"), 0, 100 * s, ""}, 0) == pow::manual_bans::placed::added);
+  CHECK(bans.place({block("10.0.0.200"), 0, 100 * s, ""}, 0) == pow::manual_bans::placed::added);
+  CHECK(bans.lift(block("10.0.0.200"), 1 * s));
+  CHECK_FALSE(bans.banned_until(individual("10.0.0.200"), 1 * s));
+  CHECK(bans.banned_until(individual("10.0.1.200"), 1 * s) == 100 * s);
+  CHECK(bans.lift(block("10.0.0.1"), 1 * s));
+  CHECK(bans.lift(block("10.0.1.0/24"), 1 * s));
+  CHECK_FALSE(bans.banned_until(individual("10.0.1.200"), 1 * s));
+}
+
 TEST_CASE("manual bans are bounded", "[bans]") {
   pow::manual_bans bans;
   for (std::uint32_t i = 0; i < pow::manual_bans::capacity; ++i) {
