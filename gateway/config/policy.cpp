@@ -199,13 +199,22 @@ bool is_origin(std::string_view s) {
 }
 
 cors_config read_cors(const yaml_node& n) {
-  n.expect_keys({"allow_origins", "allow_credentials", "allow_methods", "allow_headers", "max_age"});
+  n.expect_keys({"allow_origins", "allow_credentials", "allow_methods", "allow_headers",
+                 "expose_headers", "max_age"});
   cors_config c;
   const yaml_node origins = n.at("allow_origins");
   for (const yaml_node& o : origins.items()) {
     std::string v = o.as_string();
     if (v != "*" && !is_origin(v)) {
       o.fail("invalid origin '" + v + "' (expected \"*\" or scheme://host[:port] in lower case)");
+    }
+    if (v.starts_with("https://") && v.ends_with(":443")) {
+      o.fail("origin '" + v + "' names the default port, which browsers leave out: write '" +
+             v.substr(0, v.size() - 4) + "'");
+    }
+    if (v.starts_with("http://") && v.ends_with(":80")) {
+      o.fail("origin '" + v + "' names the default port, which browsers leave out: write '" +
+             v.substr(0, v.size() - 3) + "'");
     }
     c.allow_origins.push_back(std::move(v));
   }
@@ -226,6 +235,7 @@ cors_config read_cors(const yaml_node& n) {
   };
   if (auto v = n.get("allow_methods")) c.allow_methods = tokens(*v, "method");
   if (auto v = n.get("allow_headers")) c.allow_headers = tokens(*v, "header name");
+  if (auto v = n.get("expose_headers")) c.expose_headers = tokens(*v, "header name");
   if (auto v = n.get("max_age")) {
     c.max_age = v->as_duration();
     if (c.max_age > std::chrono::hours(24)) v->fail("at most 24h (browsers cap it lower still)");

@@ -68,6 +68,10 @@ struct cors_config {
   std::vector<std::string> allow_methods = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"};
   /// Access-Control-Allow-Headers; empty: those the preflight asks for (X-PoW-Solution always).
   std::vector<std::string> allow_headers;
+  /// Access-Control-Expose-Headers beyond the gateway's own (X-PoW-*, rate limits): the
+  /// upstream's fields its scripts read (Location, ETag, ...), since the gateway's list
+  /// replaces the upstream's.
+  std::vector<std::string> expose_headers;
   core::duration max_age = std::chrono::minutes(10);  ///< Access-Control-Max-Age
 };
 

@@ -243,18 +243,25 @@ task<bool> answer_failure(exchange& x, metrics::upstream_error kind, std::string
         .add();
   }
   const bool timeout = kind == metrics::upstream_error::timeout;
+  // The gateway's own answer: the spent proof's cookie cleared, CORS where the gateway owns
+  // it, as on the upstream's.
+  const request_in_hand& in = x.sc.request;
+  x.sc.response_fields.clear();
+  if (in.pow_cookie) x.sc.response_fields += clear_pow_cookie(r.tls);
+  if (in.cors != nullptr) in.cors->append_answer_fields(x.sc.response_fields, in.cors_origin);
   // Named before the co_await: GCC 12 destroys temporaries of a conditional expression inside
   // a co_await argument list twice.
   const std::string body =
       upstream_problem(timeout, r.snap.config.upstreams[r.route.upstream].name, what);
   const local_answer answer{timeout ? http::status::gateway_timeout : http::status::bad_gateway,
                             body,
-                            {},
+                            x.sc.response_fields,
                             {},
                             &x.sc.fields,
                             keep_alive,
                             r.version,
-                            r.snap.config.limits.body_timeout};
+                            r.snap.config.limits.body_timeout,
+                            x.parser.get().method() == http::verb::head};
   co_return co_await write_local(x.watch, x.sc, answer);
 }
 

@@ -67,12 +67,6 @@ void append_end_to_end(std::string& out, const fields& f, Ours ours, bool reques
       case http::field::upgrade:
       case http::field::content_length:
         continue;
-      case http::field::cookie:
-        if (request) {
-          append_cookie(out, sv(field.value()));
-          continue;
-        }
-        break;
       default:
         break;
     }
@@ -83,6 +77,10 @@ void append_end_to_end(std::string& out, const fields& f, Ours ours, bool reques
       for (std::size_t i = 0; i < n_listed && !hop; ++i)
         hop = core::iequals(listed[i], name);
       if (hop) continue;
+    }
+    if (request && field.name() == http::field::cookie) {
+      append_cookie(out, sv(field.value()));
+      continue;
     }
     if (ours(name)) continue;
     append_line(out, name, sv(field.value()));

@@ -27,8 +27,8 @@ std::string_view clear_pow_cookie(bool tls) noexcept {
 }
 
 task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const local_answer& a) {
-  const auto [status, body, extra_fields, content_type, rate_limit, keep_alive, version, timeout] =
-      a;
+  const auto [status, body, extra_fields, content_type, rate_limit, keep_alive, version, timeout,
+              head_only] = a;
   sc.status = static_cast<unsigned>(status);
   std::string& head = sc.head;
   head.clear();
@@ -51,8 +51,10 @@ task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const loca
   if (version < 11 && keep_alive) head += "Connection: keep-alive\r\n";
   head += "\r\n";
   watch.client_for(timeout);
-  std::array<asio::const_buffer, 2> pieces{asio::buffer(head),
-                                           asio::buffer(body.data(), body.size())};
+  // A HEAD's answer says the length of the body a GET would get, and sends none: bytes after
+  // it would be read as the next response on a kept connection.
+  std::array<asio::const_buffer, 2> pieces{
+      asio::buffer(head), asio::buffer(body.data(), head_only ? 0 : body.size())};
   const error_code ec = co_await write_all(watch.stream, pieces);
   co_return !ec && keep_alive;
 }

@@ -243,6 +243,7 @@ struct local_answer {
   bool keep_alive = false;                          ///< the connection stays open afterwards
   unsigned version = 11;                            ///< the client's HTTP version
   std::chrono::nanoseconds timeout{0};              ///< for the whole write
+  bool head_only = false;  ///< the answer to HEAD: its head alone (Content-Length the body's)
 };
 
 /// Writes `a`, its head rendered into the connection's head buffer and sent with the body in

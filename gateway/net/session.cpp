@@ -325,16 +325,33 @@ void render_page(request_in_hand& r, connection_scratch& sc) {
   r.content_type = "text/html; charset=utf-8";
 }
 
-/// The proof in a request's proof-of-work cookie (DESIGN §5 "Browsers"), or "" when it has none.
-std::string_view cookie_proof(const fields& f) {
+/// The proof in a request's proof-of-work cookie (DESIGN §5 "Browsers"), or "" when it has none,
+/// for client `who` in a category of proof-of-work settings `c` at `now`. A browser may send
+/// several pairs of that name (one set for a parent domain by a sibling site, which the
+/// gateway's clearing cannot reach, comes first): of the first four, the first that checks
+/// out is taken, else the first.
+std::string_view cookie_proof(const fields& f, const policy::pow_state& pow,
+                              const policy::client_subjects& who, const policy::category_pow& c,
+                              core::nanos now) {
+  std::array<std::string_view, 4> found;
+  std::size_t n = 0;
   const auto [first, last] = f.equal_range(http::field::cookie);
-  for (auto line = first; line != last; ++line) {
-    const std::string_view value = sv(line->value());
-    if (value.find(policy::pow_cookie) == std::string_view::npos) continue;
-    const std::string_view proof = policy::cookie_value(value, policy::pow_cookie);
-    if (!proof.empty()) return proof;
+  for (auto line = first; line != last && n < found.size(); ++line) {
+    std::string_view rest = sv(line->value());
+    if (rest.find(policy::pow_cookie) == std::string_view::npos) continue;
+    std::string_view proof;
+    while (n < found.size() && policy::next_cookie(rest, policy::pow_cookie, proof)) {
+      if (!proof.empty()) found[n++] = proof;
+    }
   }
-  return {};
+  if (n <= 1) return found[0];  // the usual case: one, checked by the gate alone
+  for (std::size_t i = 0; i < n; ++i) {
+    if (policy::check_proof(pow, found[i], who, c, now / core::ns_per_s).failure ==
+        pow::proof_failure::none) {
+      return found[i];
+    }
+  }
+  return found[0];
 }
 
 /// Whether `req` is a CORS preflight: OPTIONS with Origin and Access-Control-Request-Method.
@@ -346,7 +363,8 @@ bool is_preflight(const http::request_header<fields>& req) {
 /// Answers a preflight of a category whose CORS the gateway owns: 200 without a body, the
 /// preflight's fields for an allowed origin. Never charged to the limits nor challenged: it
 /// cannot carry a proof, and charging it would halve the category's limits for scripts
-/// (issue 13: never limited more strictly than its category). The access lists came first.
+/// (issue 13: never limited more strictly than its category). The access lists and bans came
+/// first.
 next_step answer_preflight(worker& w, connection_scratch& sc) {
   request_in_hand& r = sc.request;
   const auto& req = r.parser->get();
@@ -462,7 +480,13 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
     return refuse_head(r, sc, http::status::bad_request,
                        problem_body(400, "Bad Request", "malformed request target"));
   }
-  r.route = &snap.router.match({sv(req.method_string()), sc.path, &header_of, &req.base()});
+  // A preflight asks for the method its script will send: it is routed as that request will
+  // be, so that the category answering it (and its CORS) is the one the request meets.
+  const bool preflight = is_preflight(req);
+  const std::string_view method = preflight
+                                      ? sv(req[http::field::access_control_request_method])
+                                      : sv(req.method_string());
+  r.route = &snap.router.match({method, sc.path, &header_of, &req.base()});
   r.client = client_address_of(req.base(), peer, snap.config.trusted_proxies);
   const auto& category = *r.route->category;
   r.who = policy::subjects_of(r.client, snap.policy.prefixes());
@@ -477,7 +501,7 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   if (pow_category) {
     solution = sv(req[pow_solution_field]);
     if (solution.empty()) {
-      solution = cookie_proof(req.base());
+      solution = cookie_proof(req.base(), w.shared.pow, r.who, category.pow, w.shared.clock.now());
       r.pow_cookie = !solution.empty();
     }
   }
@@ -499,7 +523,11 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
     return answer_locally(r, sc, http::status::forbidden, nullptr,
                           r.keep_alive && r.parser->is_done());
   }
-  if (r.cors != nullptr && is_preflight(req)) return answer_preflight(w, sc);
+  if (r.cors != nullptr && preflight) {
+    // Not charged nor challenged (it cannot carry a proof), but a ban holds.
+    if (w.shared.gate.screen(r.gate, r.verdict) && !r.verdict.forward()) return conclude(w, sc);
+    return answer_preflight(w, sc);
+  }
   w.shared.gate.before_limits(r.gate, r.verdict);
   if (!r.verdict.ask_limits) return conclude(w, sc);
   const policy::key_sources keys{&header_of, &req.base(), sv(req.target())};
@@ -730,7 +758,8 @@ local_answer answer_of(const request_in_hand& r) {
           r.rate,
           r.keep_open,
           r.version,
-          r.snap->config.limits.body_timeout};
+          r.snap->config.limits.body_timeout,
+          r.route != nullptr && r.parser->get().method() == http::verb::head};
 }
 
 /// What a tunnel takes from the connection whose upgrade succeeded: the upstream connection,

@@ -61,19 +61,32 @@ bool prefers_html(std::string_view accept) noexcept {
 bool strip_cookie(std::string_view cookies, std::string_view name, std::string& out) {
   out.clear();
   bool found = false;
-  while (!cookies.empty()) {
-    const auto semi = cookies.find(';');
-    const std::string_view pair = core::trim(cookies.substr(0, semi));
-    cookies = semi == std::string_view::npos ? std::string_view() : cookies.substr(semi + 1);
-    if (pair.empty()) continue;
-    if (core::trim(pair.substr(0, pair.find('='))) == name) {
+  std::size_t kept = 0;  // the bytes from here on are not copied yet
+  for (std::size_t at = 0; at <= cookies.size();) {
+    const std::size_t semi = std::min(cookies.find(';', at), cookies.size());
+    const std::string_view pair = core::trim(cookies.substr(at, semi - at));
+    if (!pair.empty() && core::trim(pair.substr(0, pair.find('='))) == name) {
+      // The bytes before the pair go as they came; the pair goes with its ';'.
       found = true;
-      continue;
+      out.append(cookies.substr(kept, at - kept));
+      kept = semi + 1;
     }
-    if (!out.empty()) out += "; ";
-    out += pair;
+    at = semi + 1;
   }
-  return found;
+  if (!found) {
+    out.assign(cookies);
+    return false;
+  }
+  if (kept < cookies.size()) out.append(cookies.substr(kept));
+  // Separators left at the ends by a pair taken from there.
+  const auto separator = [](char c) { return c == ';' || c == ' ' || c == '\t'; };
+  std::size_t b = 0;
+  std::size_t e = out.size();
+  while (b < e && separator(out[b])) ++b;
+  while (e > b && separator(out[e - 1])) --e;
+  out.erase(e);
+  out.erase(0, b);
+  return true;
 }
 
 }  // namespace tollgate::policy

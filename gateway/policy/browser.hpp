@@ -17,8 +17,9 @@ inline constexpr std::string_view pow_cookie = "tollgate_pow";
 /// `application/json` do not. Items with a malformed q count as q=0.
 bool prefers_html(std::string_view accept) noexcept;
 
-/// Writes the pairs of a `Cookie` value other than those named `name` to `out` (`a=1; b=2`,
-/// spaces around pairs dropped), and says whether any was named `name`.
+/// Writes a `Cookie` value without its pairs named `name` to `out`, and says whether any was
+/// named so. The other pairs' bytes are kept as they came (an upstream may read a value the
+/// gateway would not), each taken pair with its `;`; separators left at the ends go.
 bool strip_cookie(std::string_view cookies, std::string_view name, std::string& out);
 
 }  // namespace tollgate::policy

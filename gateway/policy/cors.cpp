@@ -46,7 +46,9 @@ cors_rules::cors_rules(const config::cors_config& c)
       methods_(joined(c.allow_methods)),
       headers_(joined(c.allow_headers)),
       max_age_(
-          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(c.max_age).count())) {
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(c.max_age).count())),
+      exposed_(exposed_fields) {
+  if (!c.expose_headers.empty()) exposed_ += ", " + joined(c.expose_headers);
   for (const auto& o : c.allow_origins) {
     if (o == "*") {
       any_ = true;
@@ -70,7 +72,7 @@ void cors_rules::append_answer_fields(std::string& out, std::string_view origin)
   // "*" answers any origin with its own name, so that credentials and caches work alike.
   append_line(out, "Access-Control-Allow-Origin", origin);
   if (credentials_) out += "Access-Control-Allow-Credentials: true\r\n";
-  append_line(out, "Access-Control-Expose-Headers", exposed_fields);
+  append_line(out, "Access-Control-Expose-Headers", exposed_);
 }
 
 void cors_rules::append_preflight_fields(std::string& out, std::string_view request_headers) const {

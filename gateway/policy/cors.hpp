@@ -33,7 +33,8 @@ class cors_rules {
   bool allows(std::string_view origin) const noexcept;
 
   /// Appends the lines of an answer: `Vary: Origin` always, and for an allowed `origin` (""
-  /// for none) Access-Control-Allow-Origin, -Allow-Credentials and -Expose-Headers.
+  /// for none) Access-Control-Allow-Origin, -Allow-Credentials and -Expose-Headers (the
+  /// gateway's fields, then the configured expose_headers).
   void append_answer_fields(std::string& out, std::string_view origin) const;
 
   /// Appends what a preflight's answer adds to an answer's lines for an allowed origin, the
@@ -49,6 +50,7 @@ class cors_rules {
   std::string methods_;               ///< Access-Control-Allow-Methods
   std::string headers_;               ///< configured Allow-Headers; "" : as asked
   std::string max_age_;               ///< seconds
+  std::string exposed_;               ///< Access-Control-Expose-Headers: ours, then the operator's
 };
 
 }  // namespace tollgate::policy

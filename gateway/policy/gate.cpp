@@ -40,24 +40,28 @@ void gate::refuse(const gate_input& in, unsigned bits, gate_verdict& v) const {
   settle(v);
 }
 
-void gate::before_limits(const gate_input& in, gate_verdict& v) const {
+bool gate::screen(const gate_input& in, gate_verdict& v) const {
   v.ask_limits = false;
   v.limits_checked = false;
   v.effects = {};
   v.paid = false;
+  v.sent = {};
   // 0. The access allow list: no ban, proof or limit applies.
   if (in.exempt) {
-    v.sent = {};
     v.result = outcome::allowed;
-    return;
+    return true;
   }
   // 1. A ban, automatic or placed by an operator, covers the address in every category.
   if (const auto until = pow_.banned_until(*in.who, in.now)) {
-    v.sent = {};
     v.result = outcome::banned;
     v.retry_after = core::ceil_seconds(*until - in.now);
-    return;
+    return true;
   }
+  return false;
+}
+
+void gate::before_limits(const gate_input& in, gate_verdict& v) const {
+  if (screen(in, v)) return;
   const category_limits& c = *in.category;
   v.sent = check_proof(pow_, in.solution, *in.who, c.pow, seconds(in.now));
   // 2. A client with violations shows a proof first, in categories that ask for one.

@@ -69,6 +69,11 @@ class gate {
   /// A gate over `pow`, which outlives it.
   explicit gate(pow_state& pow) noexcept : pow_(pow) {}
 
+  /// Steps 0 and 1 alone: the allow list, then bans. True when they settle the request
+  /// (`v.result` allowed or banned); false when the proof and the limits are still to come.
+  /// What a request that cannot carry a proof (a CORS preflight) goes through.
+  bool screen(const gate_input& in, gate_verdict& v) const;
+
   /// Step 1, before the limits: a ban (403), or a proof the client's violations require (428),
   /// or `v.ask_limits`.
   void before_limits(const gate_input& in, gate_verdict& v) const;

@@ -30,20 +30,26 @@ bool query_value(std::string_view target, std::string_view name, std::string& ou
   return false;
 }
 
-std::string_view cookie_value(std::string_view cookies, std::string_view name) noexcept {
+bool next_cookie(std::string_view& cookies, std::string_view name,
+                 std::string_view& value) noexcept {
   while (!cookies.empty()) {
     const auto semi = cookies.find(';');
     const std::string_view pair = core::trim(cookies.substr(0, semi));
     cookies = semi == std::string_view::npos ? std::string_view() : cookies.substr(semi + 1);
     const auto eq = pair.find('=');
     if (eq == std::string_view::npos || core::trim(pair.substr(0, eq)) != name) continue;
-    std::string_view value = core::trim(pair.substr(eq + 1));
+    value = core::trim(pair.substr(eq + 1));
     if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
       value = value.substr(1, value.size() - 2);
     }
-    return value;
+    return true;
   }
-  return {};
+  return false;
+}
+
+std::string_view cookie_value(std::string_view cookies, std::string_view name) noexcept {
+  std::string_view value;
+  return next_cookie(cookies, name, value) ? value : std::string_view();
 }
 
 }  // namespace tollgate::policy

@@ -17,4 +17,9 @@ bool query_value(std::string_view target, std::string_view name, std::string& ou
 /// occurrence, without surrounding double quotes; "" when absent.
 std::string_view cookie_value(std::string_view cookies, std::string_view name) noexcept;
 
+/// The next pair named `name` in `cookies`: true with its `value` (as cookie_value gives it),
+/// `cookies` then left after that pair, so that a caller may go on to the next one.
+bool next_cookie(std::string_view& cookies, std::string_view name,
+                 std::string_view& value) noexcept;
+
 }  // namespace tollgate::policy

@@ -11,6 +11,8 @@ Screenshots of the page go to BUILD_DIR/browser/.
 import asyncio
 import json
 import os
+import socket
+import subprocess
 import sys
 import time
 import unittest
@@ -53,8 +55,10 @@ GATEWAY = ("listeners: [{ name: public, address: 127.0.0.1, port: 0 }]\n"
            "workers: 2\n"
            "upstreams:\n"
            '  app: { endpoints: ["{echo}"] }\n'
+           '  dead: { endpoints: ["127.0.0.1:1"] }\n'
            "routes:\n"
            "  - { match: { path_prefix: /paid/ }, category: paid, upstream: app }\n"
+           "  - { match: { path_prefix: /dead/ }, category: paid, upstream: dead }\n"
            "  - { match: { path_prefix: /guarded/ }, category: guarded, upstream: app }\n"
            "  - { match: { path_prefix: /hard/ }, category: hard, upstream: app }\n"
            "default_route: { category: general, upstream: app }\n"
@@ -193,6 +197,28 @@ class BrowserPage(unittest.IsolatedAsyncioTestCase):
             await self.wait_text(phone, lambda t: "per second" in t)
             await phone.screenshot(os.path.join(SHOTS, "challenge-phone.png"))
 
+    async def test_the_page_stops_after_three_refused_proofs_and_without_cookies(self):
+        h.http_request(self.gw.port, "GET /hard/w HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        async with Chromium() as browser:
+            page = await browser.new_page()
+            # A proof refused three times in a row (here a malformed one, put back before each
+            # load since the gateway clears it): the page says why and stops reloading.
+            for _ in range(3):
+                await page.send("Network.setCookie", {"name": "tollgate_pow", "value": "AAAA:0",
+                                                      "url": self.base + "/"})
+                await page.navigate(self.base + "/hard/refused")
+            text = await self.wait_text(page, lambda t: "three times" in t)
+            self.assertIn("(malformed)", text)
+            status = await page.evaluate("document.getElementById('tollgate-status').textContent")
+            await asyncio.sleep(0.5)  # no worker started: the text stays
+            self.assertEqual(await page.evaluate(
+                "document.getElementById('tollgate-status').textContent"), status)
+            # A browser that keeps no cookies is told so rather than reloaded for ever.
+            other = await browser.new_page()
+            await other.send("Emulation.setDocumentCookieDisabled", {"disabled": True})
+            await other.navigate(self.base + "/hard/nocookies")
+            await self.wait_text(other, lambda t: "This check needs cookies" in t)
+
     def test_zz_an_operators_template_loads_on_reload_and_a_bad_one_is_refused(self):
         page = lambda: h.http_request(  # noqa: E731
             self.gw.port, "GET /hard/tpl HTTP/1.1\r\nHost: t\r\nAccept: text/html\r\n"
@@ -219,6 +245,62 @@ class BrowserPage(unittest.IsolatedAsyncioTestCase):
         status, _, body = page()
         self.assertTrue(body.startswith("<!doctype html><title>Ours</title>"), body[:200])
         self.gw.reload(GATEWAY, POLICY)
+
+    def solved_cookie(self, path):
+        """A fresh proof for /paid/ (its one request spent first), as `challenge:nonce`."""
+        h.http_request(self.gw.port, f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        status, head, _ = h.http_request(
+            self.gw.port, f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        self.assertEqual(status, 428)
+        challenge = head["x-pow-challenge"]
+        nonce = subprocess.run([h.binary("tollgate"), "pow", "solve", challenge,
+                                head["x-pow-difficulty"]], capture_output=True, text=True,
+                               check=True, timeout=60).stdout.strip()
+        return f"{challenge}:{nonce}"
+
+    def test_raw_cookie_lines_the_upstream_gets_as_sent_less_the_proof(self):
+        # A stale pair of the same name first (one set for a parent domain by a sibling site,
+        # which the gateway's clearing cannot reach): the valid one after it still pays.
+        proof = self.solved_cookie("/paid/raw1")
+        status, head, body = h.http_request(
+            self.gw.port, "GET /paid/raw1 HTTP/1.1\r\nHost: t\r\nAccept: application/json\r\n"
+            f"Cookie: a=1;tollgate_pow=AAAA:0; tollgate_pow={proof}; b=\"x;y\"\r\n"
+            "Connection: close\r\n\r\n")
+        self.assertEqual(status, 200, body)
+        # The site's pairs byte for byte, both proofs gone.
+        self.assertEqual(json.loads(body)["headers"].count(["Cookie", 'a=1; b="x;y"']), 1, body)
+        self.assertIn("tollgate_pow=; Path=/; Max-Age=0", head.get("set-cookie", ""))
+        # Cookie named by Connection is hop-by-hop like any other field.
+        status, _, body = h.http_request(
+            self.gw.port, "GET /x HTTP/1.1\r\nHost: t\r\nConnection: cookie, close\r\n"
+            "Cookie: a=1\r\n\r\n")
+        self.assertEqual(status, 200)
+        self.assertNotIn("cookie", echo_headers(body))
+
+    def test_raw_a_proof_spent_on_a_502_is_cleared_too(self):
+        proof = self.solved_cookie("/dead/x")
+        status, head, body = h.http_request(
+            self.gw.port, "GET /dead/x HTTP/1.1\r\nHost: t\r\nAccept: application/json\r\n"
+            f"Cookie: tollgate_pow={proof}\r\nConnection: close\r\n\r\n")
+        self.assertEqual(status, 502, body)
+        self.assertIn("tollgate_pow=; Path=/; Max-Age=0", head.get("set-cookie", ""))
+
+    def test_raw_head_answered_by_the_gateway_has_no_body(self):
+        # The 428 page to HEAD: its length, no bytes; the next request on the connection is
+        # read as the next request, and its answer as the next answer.
+        h.http_request(self.gw.port, "GET /hard/h HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        with socket.create_connection(("127.0.0.1", self.gw.port), timeout=5) as s:
+            s.sendall(b"HEAD /hard/h HTTP/1.1\r\nHost: t\r\nAccept: text/html\r\n\r\n"
+                      b"GET /after-head HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        first, _, rest = data.partition(b"\r\n\r\n")
+        status, head = h.parse_head(first)
+        self.assertEqual(status, 428)
+        self.assertGreater(int(head["content-length"]), 1000)  # the page's length
+        self.assertTrue(rest.startswith(b"HTTP/1.1 200 "), rest[:100])
+        self.assertIn(b"/after-head", rest)
 
     def test_api_clients_still_get_json_and_browsers_get_a_strict_page(self):
         h.http_request(self.gw.port, "GET /hard/warm HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")

@@ -35,11 +35,15 @@ categories:
     limits:
       ipv4_individual: { short: { rate: 1/h, burst: 2 } }
     pow: { enabled: false, on_limit: true, on_limit_bits: 8 }
-    cors: { allow_origins: ["{origin}", "https://app.example"], max_age: 5m }
+    cors: { allow_origins: ["{origin}", "https://app.example"], max_age: 5m, expose_headers: [ETag] }
   open:
     limits:
       ipv4_individual: { short: { rate: 1/h, burst: 1 } }
     cors: { allow_origins: ["*"], allow_methods: [GET, POST], allow_headers: [Content-Type] }
+  login:
+    limits:
+      ipv4_individual: { short: { rate: 1/h, burst: 1 } }
+    cors: { allow_origins: ["https://login.example"], allow_credentials: true }
   closed:
     limits:
       ipv4_individual: { short: { rate: 1/h, burst: 1 } }
@@ -56,6 +60,7 @@ GATEWAY = ("listeners: [{ name: public, address: 127.0.0.1, port: 0 }]\n"
            "  - { match: { path_prefix: /api/ }, category: api, upstream: app }\n"
            "  - { match: { path_prefix: /open/ }, category: open, upstream: app }\n"
            "  - { match: { path_prefix: /closed/ }, category: closed, upstream: app }\n"
+           "  - { match: { method: POST, path: /login }, category: login, upstream: app }\n"
            "default_route: { category: general, upstream: app }\n"
            'policies: ["{policy}"]\n'
            "access: { deny: [192.0.2.0/24] }\n")
@@ -127,6 +132,7 @@ class Cors(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(status, 200)
             self.assertEqual(head["access-control-allow-origin"], self.origin)
             self.assertIn("x-ratelimit-remaining", exposed(head))
+            self.assertIn("etag", exposed(head))  # the operator's, after the gateway's
         status, head, body = request(self.gw, "GET", "/api/a", client, self.origin)
         self.assertEqual(status, 428)
         self.assertEqual(head["access-control-allow-origin"], self.origin)
@@ -143,6 +149,48 @@ class Cors(unittest.IsolatedAsyncioTestCase):
         status, head, _ = request(self.gw, "GET", "/api/c", "192.0.2.9", self.origin)
         self.assertEqual(status, 403)
         self.assertEqual(head["access-control-allow-origin"], self.origin)
+
+    def test_a_preflight_is_routed_by_the_method_it_asks_for(self):
+        # POST /login is the login category's; a preflight for it is an OPTIONS, which no
+        # route names: routed by its own method it would meet the default route's category.
+        before = self.echo.stats()["requests"]
+        preflight = "Access-Control-Request-Method: POST\r\n"
+        status, head, body = request(self.gw, "OPTIONS", "/login", "10.9.0.5",
+                                     "https://login.example", preflight)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(head["access-control-allow-origin"], "https://login.example")
+        self.assertEqual(head["access-control-allow-credentials"], "true")
+        self.assertEqual(self.echo.stats()["requests"], before)
+        # Another category's origin is not the login's.
+        status, head, _ = request(self.gw, "OPTIONS", "/login", "10.9.0.5", self.origin, preflight)
+        self.assertNotIn("access-control-allow-origin", head)
+        # A GET to /login is the default route's (no cors): the upstream answers its preflight.
+        status, head, body = request(self.gw, "OPTIONS", "/login", "10.9.0.5",
+                                     "https://login.example",
+                                     "Access-Control-Request-Method: GET\r\n")
+        self.assertEqual(json.loads(body)["method"], "OPTIONS")
+
+    def admin(self, method, path):
+        status, _, body = h.http_request(self.gw.admin_port, f"{method} {path} HTTP/1.1\r\n"
+                                         "Host: admin\r\nContent-Length: 0\r\n"
+                                         "Connection: close\r\n\r\n")
+        return status, body
+
+    def test_a_banned_address_gets_403_to_its_preflight_too(self):
+        preflight = "Access-Control-Request-Method: PUT\r\n"
+        self.assertEqual(self.admin("PUT", "/admin/bans/10.9.0.7?duration=1h")[0], 201)
+        self.assertEqual(self.admin("PUT", "/admin/bans/10.9.0.9?duration=1h")[0], 201)
+        for client in ("10.9.0.7", "10.9.0.9"):
+            status, head, _ = request(self.gw, "OPTIONS", "/api/items", client, self.origin, preflight)
+            self.assertEqual(status, 403, client)
+            self.assertEqual(head["access-control-allow-origin"], self.origin)
+        # Lifted, the ban ends at once: the one that sorts last too.
+        self.assertEqual(self.admin("DELETE", "/admin/bans/10.9.0.9")[0], 200)
+        status, _, _ = request(self.gw, "OPTIONS", "/api/items", "10.9.0.9", self.origin, preflight)
+        self.assertEqual(status, 200)
+        status, _, _ = request(self.gw, "OPTIONS", "/api/items", "10.9.0.7", self.origin, preflight)
+        self.assertEqual(status, 403)
+        self.assertEqual(self.admin("DELETE", "/admin/bans/10.9.0.7")[0], 200)
 
     def test_other_origins_get_nothing_to_read(self):
         client = "10.9.0.3"

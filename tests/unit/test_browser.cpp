@@ -83,7 +83,10 @@ TEST_CASE("the proof-of-work cookie comes out of a Cookie line, the rest stays",
   CHECK(without("tollgate_pow=abc:1", "tollgate_pow").empty());
   CHECK(without("a=1; tollgate_pow=abc:1; b=2", "tollgate_pow") == "a=1; b=2");
   CHECK(without("tollgate_pow=x;a=1", "tollgate_pow") == "a=1");
-  CHECK(without("a=1;  tollgate_pow = x ;b=\"q;r\"", "tollgate_pow") == "a=1; b=\"q; r\"");
+  // The other pairs as they came, even those RFC 6265 would not allow.
+  CHECK(without("a=1;  tollgate_pow = x ;b=\"q;r\"", "tollgate_pow") == "a=1;b=\"q;r\"");
+  CHECK(without("a=1;;tollgate_pow=x;; b=2 ; ", "tollgate_pow") == "a=1;;; b=2");
+  CHECK(without("a=1; tollgate_pow=x", "tollgate_pow") == "a=1");
   CHECK(without("tollgate_pow=1; tollgate_pow=2; c=3", "tollgate_pow") == "c=3");
   CHECK(without("tollgate_pow", "tollgate_pow").empty());  // a pair without '=' is named too
   // Look-alike names are other cookies.
@@ -92,7 +95,7 @@ TEST_CASE("the proof-of-work cookie comes out of a Cookie line, the rest stays",
   CHECK(without(";;; ;", "tollgate_pow") == "<none>");
   std::string rest;
   CHECK_FALSE(strip_cookie("a=1;;b=2; ", "tollgate_pow", rest));
-  CHECK(rest == "a=1; b=2");  // empty pairs dropped even when nothing was taken
+  CHECK(rest == "a=1;;b=2; ");  // nothing taken: nothing changed
 }
 
 TEST_CASE("the built-in challenge page: values in attributes, a CSP naming its script and style",
@@ -218,6 +221,13 @@ TEST_CASE("CORS: exact origins, the answer's fields, a preflight's", "[browser]"
   const tollgate::policy::cors_rules all(any);
   CHECK(all.allows("https://whoever.example"));
   CHECK_FALSE(all.allows(""));
+  // The operator's exposed fields follow the gateway's.
+  any.expose_headers = {"ETag", "Location"};
+  const tollgate::policy::cors_rules exposing(any);
+  out.clear();
+  exposing.append_answer_fields(out, "https://whoever.example");
+  CHECK(out.find("Access-Control-Expose-Headers: " + std::string(tollgate::policy::exposed_fields) +
+                 ", ETag, Location\r\n") != std::string::npos);
 
   CHECK(tollgate::policy::is_cors_field("Access-Control-Allow-Origin"));
   CHECK(tollgate::policy::is_cors_field("access-control-expose-headers"));

@@ -219,7 +219,15 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
        "p.yaml:3: categories.a.cors.max_age: at most 24h (browsers cap it lower still)"},
       {"categories:\n  a:\n    cors: { origins: [\"*\"] }\n",
        "p.yaml:3: categories.a.cors.origins: unknown key (expected allow_origins, "
-       "allow_credentials, allow_methods, allow_headers or max_age)"},
+       "allow_credentials, allow_methods, allow_headers, expose_headers or max_age)"},
+      {"categories:\n  a:\n    cors: { allow_origins: [\"https://a.example:443\"] }\n",
+       "p.yaml:3: categories.a.cors.allow_origins[0]: origin 'https://a.example:443' names the "
+       "default port, which browsers leave out: write 'https://a.example'"},
+      {"categories:\n  a:\n    cors: { allow_origins: [\"http://a.example:80\"] }\n",
+       "p.yaml:3: categories.a.cors.allow_origins[0]: origin 'http://a.example:80' names the "
+       "default port, which browsers leave out: write 'http://a.example'"},
+      {"categories:\n  a:\n    cors: { allow_origins: [\"*\"], expose_headers: [\"E;Tag\"] }\n",
+       "p.yaml:3: categories.a.cors.expose_headers[0]: invalid header name 'E;Tag'"},
   };
   for (const bad& b : cases) {
     INFO(b.yaml);
