@@ -78,6 +78,14 @@ class Chromium:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        # A terminated Chromium leaves its singleton socket's folder in /tmp (named by a link
+        # in the profile): removed with the profile, so that test runs leave nothing behind.
+        try:
+            socket_dir = os.path.dirname(os.readlink(os.path.join(self.profile, "SingletonSocket")))
+            if os.path.basename(socket_dir).startswith("org.chromium.Chromium."):
+                shutil.rmtree(socket_dir, ignore_errors=True)
+        except OSError:
+            pass
         shutil.rmtree(self.profile, ignore_errors=True)
 
     async def _read(self):
