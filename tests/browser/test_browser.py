@@ -213,6 +213,7 @@ class BrowserPage(unittest.IsolatedAsyncioTestCase):
             await asyncio.sleep(0.5)  # no worker started: the text stays
             self.assertEqual(await page.evaluate(
                 "document.getElementById('tollgate-status').textContent"), status)
+            await page.screenshot(os.path.join(SHOTS, "challenge-refused.png"))
             # A browser that keeps no cookies is told so rather than reloaded for ever.
             other = await browser.new_page()
             await other.send("Emulation.setDocumentCookieDisabled", {"disabled": True})
