@@ -1,5 +1,6 @@
 #include "gateway/app/simulate.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,10 +21,12 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
+constexpr const char* usage_text =
+    "usage: tollgate simulate --config GATEWAY.yaml --log FILE [--log FILE ...]\n"
+    "                         [--compare OTHER_GATEWAY.yaml] [--json] [--top N]\n";
+
 int usage() {
-  std::fprintf(stderr,
-               "usage: tollgate simulate --config GATEWAY.yaml --log FILE [--log FILE ...]\n"
-               "                         [--compare OTHER_GATEWAY.yaml] [--json] [--top N]\n");
+  std::fputs(usage_text, stderr);
   return 2;
 }
 
@@ -94,6 +97,10 @@ std::unique_ptr<sim::simulator> load(const std::string& path) {
 }  // namespace
 
 int simulate(int argc, char** argv) {
+  if (argc == 1 && (std::strcmp(argv[0], "--help") == 0 || std::strcmp(argv[0], "-h") == 0)) {
+    std::fputs(usage_text, stdout);  // asked for: on stdout, and no error
+    return 0;
+  }
   const auto args = parse(argc, argv);
   if (!args) return usage();
   const auto start = clock_type::now();
@@ -120,7 +127,11 @@ int simulate(int argc, char** argv) {
   in.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   const std::string out = args->json ? sim::json_report(in) : sim::text_report(in);
   std::fwrite(out.data(), 1, out.size(), stdout);
-  return std::fflush(stdout) == 0 ? 0 : 1;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "tollgate simulate: cannot write the report: %s\n", std::strerror(errno));
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace tollgate::app

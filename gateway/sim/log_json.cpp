@@ -25,13 +25,14 @@ enum key : std::uint8_t {
   k_duration,
   k_level,
   k_message,
+  k_upstream,
   key_count,
   k_other = key_count
 };
 
 constexpr std::array<std::string_view, key_count> key_names = {
     "time",     "type",     "client", "method",   "path",  "status",
-    "category", "decision", "limit",  "duration", "level", "message"};
+    "category", "decision", "limit",  "duration", "level", "message", "upstream"};
 
 /// One value as it appears in the line.
 struct json_value {
@@ -279,6 +280,28 @@ bool text_of(const json_value& v, std::string& scratch, std::string_view& out) {
   return true;
 }
 
+/// A string field of an access line, decoded into `scratch` when needed; false with `why`
+/// when it is missing or not a string, holds a raw byte the gateway's writer escapes
+/// (0x7f and above: its access lines are ASCII), or a bad escape.
+bool access_field(const json_value& v, std::string& scratch, std::string_view& out,
+                  std::string_view& why) {
+  if (v.type != json_value::kind::string) {
+    why = "an access line with a field missing";
+    return false;
+  }
+  for (const char c : v.raw) {
+    if (static_cast<unsigned char>(c) >= 0x7f) {
+      why = "a raw byte the log escapes";
+      return false;
+    }
+  }
+  if (!text_of(v, scratch, out)) {
+    why = "a bad JSON escape";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 line_kind parse_json_line(std::string_view line, log_record& out, parse_scratch& s,
@@ -303,17 +326,19 @@ line_kind parse_json_line(std::string_view line, log_record& out, parse_scratch&
   }
   std::string_view client;
   const auto& st = v[k_status];
-  if (!text_of(v[k_client], s.client, client) || !text_of(v[k_method], s.method, out.method) ||
-      !text_of(v[k_path], s.target, out.target) ||
-      !text_of(v[k_category], s.category, out.category) ||
-      !text_of(v[k_decision], s.decision, out.decision)) {
-    return why = "an access line with a field missing", line_kind::bad;
+  if (!access_field(v[k_client], s.client, client, why) ||
+      !access_field(v[k_method], s.method, out.method, why) ||
+      !access_field(v[k_path], s.target, out.target, why) ||
+      !access_field(v[k_category], s.category, out.category, why) ||
+      !access_field(v[k_decision], s.decision, out.decision, why)) {
+    return line_kind::bad;
   }
   const auto a = core::address::parse(client);
   if (!a) return why = "the client is not an IP address", line_kind::bad;
   out.client = *a;
   out.limit = {};
-  if (v[k_limit].type != json_value::kind::null && !text_of(v[k_limit], s.limit, out.limit)) {
+  if (v[k_limit].type != json_value::kind::null &&
+      !access_field(v[k_limit], s.limit, out.limit, why)) {
     return why = "a bad \"limit\"", line_kind::bad;
   }
   out.status = 0;
@@ -335,6 +360,7 @@ line_kind parse_json_line(std::string_view line, log_record& out, parse_scratch&
   }
   out.time = logged - duration;
   out.format = log_format::tollgate_json;
+  out.forwarded = v[k_upstream].type == json_value::kind::string;  // null: answered here
   return line_kind::request;
 }
 

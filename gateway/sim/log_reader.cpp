@@ -127,11 +127,11 @@ line_kind parse_text_rest(cursor c, core::nanos logged, core::nanos known, log_r
     why = "a request line without a protocol";
     return line_kind::bad;
   }
-  std::string_view protocol, status, category, decision, limit;
+  std::string_view protocol, status, category, decision, limit, upstream;
   if (!c.until(' ', target) || !c.until('"', protocol) || !c.skip(" ") || !c.until(' ', status) ||
       !c.skip("category=") || !c.until(' ', category) || !c.skip("decision=") ||
       !c.until(' ', decision) || !c.skip("limit=") || !c.until(' ', limit) ||
-      !c.skip("upstream=") || !c.until(' ', field) || !c.skip("upstream_time=") ||
+      !c.skip("upstream=") || !c.until(' ', upstream) || !c.skip("upstream_time=") ||
       !c.until(' ', field) || !c.skip("bytes=") || !c.until(' ', field)) {
     why = "an access line with a field missing";
     return line_kind::bad;
@@ -164,6 +164,7 @@ line_kind parse_text_rest(cursor c, core::nanos logged, core::nanos known, log_r
   }
   out.time = logged - duration;
   out.format = log_format::tollgate_text;
+  out.forwarded = upstream != "-";
   return line_kind::request;
 }
 
@@ -242,6 +243,7 @@ line_kind parse_nginx(std::string_view line, log_record& out, parse_scratch& s,
   }
   out.category = out.decision = out.limit = {};
   out.format = log_format::nginx_combined;
+  out.forwarded = true;
   return line_kind::request;
 }
 

@@ -41,6 +41,8 @@ struct log_record {
   std::string_view decision;  ///< logged decision (allowed, limited, ...); "" for nginx
   std::string_view limit;     ///< logged binding limit "name.tier"; "" for none (and nginx)
   log_format format = log_format::tollgate_text;  ///< where it came from
+  /// It was sent upstream (Tollgate's logs name the upstream); nginx's lines are taken so.
+  bool forwarded = true;
 
   /// Whether the log carries the gateway's decision (Tollgate's own formats).
   bool has_decision() const noexcept { return format != log_format::nginx_combined; }

@@ -96,6 +96,7 @@ void describe(difference& d, int i, const simulator& s, bool ok, const outcome& 
 /// Compares the simulated outcome `o` of `r` with its logged decision.
 void agree(log_agreement& a, const indexed_line& l, const log_record& r, const simulator& s,
            const outcome& o, std::size_t keep) {
+  if (s.policy().categories()[o.category].name != r.category) ++a.other_category;
   if (!comparable(r)) {
     ++a.not_comparable[std::string(r.decision)];
     return;

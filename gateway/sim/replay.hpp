@@ -69,6 +69,9 @@ struct difference {
 struct log_agreement {
   std::uint64_t compared = 0;  ///< lines whose logged decision the simulation can make
   std::uint64_t differ = 0;    ///< of those, decided otherwise (decision or binding limit)
+  /// Lines replayed in another category than the one logged: routes on headers (a log has
+  /// none) or routes changed since.
+  std::uint64_t other_category = 0;
   /// Lines whose logged decision needs what a log does not show (a proof, a ban, a violation,
   /// a store error, the WebSocket connection count), by logged decision.
   std::map<std::string, std::uint64_t> not_comparable;

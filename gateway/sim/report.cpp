@@ -166,6 +166,10 @@ void text_agreement(std::string& out, const report_input& in) {
   for (const auto& [d, n] : a.not_comparable) {
     out += "  not comparable (logged " + d + "): " + number(n) + "\n";
   }
+  if (a.other_category > 0) {
+    out += "  replayed in another category than logged: " + number(a.other_category) +
+           " (routes on headers, which a log does not show, or routes changed since)\n";
+  }
   text_differences(out, in, a.first, "logged", "simulated");
 }
 
@@ -206,6 +210,13 @@ void rows(std::string& out, const category_summary* a, const category_summary* b
 /// Both configurations side by side, category by category.
 void text_side_by_side(std::string& out, const run_summary& x, const run_summary& y) {
   out += "\nside by side: A = " + x.file + ", B = " + y.file + "\n";
+  if (x.unroutable > 0 || y.unroutable > 0) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  %-46s %14llu %14llu\n", "unroutable targets (400, not below)",
+                  static_cast<unsigned long long>(x.unroutable),
+                  static_cast<unsigned long long>(y.unroutable));
+    out += buf;
+  }
   std::vector<std::string> names;
   for (const auto* r : {&x, &y}) {
     for (const auto& c : r->categories) {

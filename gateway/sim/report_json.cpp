@@ -142,6 +142,7 @@ void agreement(json_out& j, const report_input& in) {
   j.open("logged", '{');
   j.num("compared", a.compared);
   j.num("differ", a.differ);
+  j.num("other_category", a.other_category);
   j.open("pairs", '{');
   for (const auto& [k, v] : a.pairs)
     j.num(k, v);

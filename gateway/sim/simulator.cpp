@@ -24,6 +24,14 @@ limit::store_capacity capacity_of(const config::store_config& c) {
   return {cap[0], cap[1], cap[2], cap[3], cap[4]};
 }
 
+/// Whether `r` is, by its log line, a CORS preflight the gateway answered itself: an OPTIONS
+/// allowed with 200 and sent nowhere. The gateway routed it by the method it announced, which
+/// the log does not show: its logged category stands for that route.
+bool answered_preflight(const log_record& r) noexcept {
+  return r.has_decision() && !r.forwarded && r.status == 200 && r.method == "OPTIONS" &&
+         r.decision == "allowed";
+}
+
 /// The key that hashes key values: any fixed one does offline (values are only compared).
 constexpr core::siphash_key sim_key{0x73696d756c617465ULL, 0x746f6c6c67617465ULL};
 
@@ -74,17 +82,34 @@ void simulator::prefetch(const log_record& r, const policy::route& to, bool upgr
   store_.prepare(policy_.request(*to.category, r.client, keys, to.cost, r.time, unkeyed));
 }
 
+const policy::category_limits* simulator::preflight_category(const log_record& r) const {
+  if (!answered_preflight(r)) return nullptr;
+  for (const auto& c : policy_.categories()) {
+    if (c.name == r.category) return c.cors ? &c : nullptr;
+  }
+  return nullptr;
+}
+
 void simulator::decide(const log_record& r, const policy::route& to, bool upgrade, outcome& out) {
   // The order of gateway/net/session.cpp: plan_request, decide_limits, after_limits.
-  const policy::category_limits& category = *to.category;
+  const policy::category_limits* preflight = preflight_category(r);
+  const policy::category_limits& category = preflight != nullptr ? *preflight : *to.category;
   out = {};
   out.category = static_cast<std::uint16_t>(&category - policy_.categories().data());
   const policy::client_subjects who = policy::subjects_of(r.client, policy_.prefixes());
+  // The deny list answers first: a denied address is not counted exempt too.
+  if (core::in_any(config_.access.deny, r.client)) {
+    out.result = decision::denied;
+    return;
+  }
   out.exempt = core::in_any(config_.access.allow, r.client);
   // No proof is ever sent: a log does not show one.
   const policy::gate_input in{&category, &who, {}, r.time, out.exempt};
-  if (core::in_any(config_.access.deny, r.client)) {
-    out.result = decision::denied;
+  if (preflight != nullptr) {
+    // A preflight of a category whose CORS the gateway owns: neither charged nor challenged,
+    // but a ban holds.
+    const bool banned = gate_.screen(in, verdict_) && verdict_.result == policy::outcome::banned;
+    out.result = banned ? decision::banned : decision::allowed;
     return;
   }
   gate_.before_limits(in, verdict_);

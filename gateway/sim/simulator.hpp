@@ -75,6 +75,10 @@ class simulator {
   void prefetch(const log_record& r, const policy::route& to, bool upgrade);
   /// The same for `r` already routed to `to` (by route(r, upgrade)).
   void decide(const log_record& r, const policy::route& to, bool upgrade, outcome& out);
+  /// The category of `r` when its line shows a CORS preflight the gateway answered itself and
+  /// that category (by its logged name) has `cors` here; null otherwise. Such a preflight is
+  /// replayed as the gateway answers it: charged nothing.
+  const policy::category_limits* preflight_category(const log_record& r) const;
 
   /// The configuration.
   const config::gateway_config& config() const noexcept { return config_; }

@@ -46,6 +46,10 @@ categories:
   sockets:
     limits:
       ipv4_individual: { short: { rate: 1/s, burst: 1 } }
+  scripts:
+    limits:
+      ipv4_individual: { short: { rate: 1/s, burst: 1 } }
+    cors: { allow_origins: ["https://app.example"] }
 """
 # The same with an individual burst of 2.
 STRICT = POLICY.replace("rate: 1/s, burst: 3", "rate: 1/s, burst: 2")
@@ -61,6 +65,7 @@ def gateway_yaml(policy="policy.yaml", extra=""):
             "  - { match: { path_prefix: /api/ }, category: api, upstream: app }\n"
             "  - { match: { path_prefix: /dry/ }, category: dry, upstream: app }\n"
             "  - { match: { path_prefix: /pay/ }, category: pay, upstream: app }\n"
+            "  - { match: { path_prefix: /cors/, method: GET }, category: scripts, upstream: app }\n"
             "  - { match: { path_prefix: /ws/, header: { Upgrade: websocket } }, category: sockets,"
             " upstream: app }\n"
             "default_route: { category: general, upstream: app }\n"
@@ -253,6 +258,35 @@ class Simulate(unittest.TestCase):
         p = simulate("--config", broken, "--log", log, check=False)
         self.assertEqual(p.returncode, 1)
         self.assertRegex(p.stderr, r"broken\.yaml:\d+: bogus")
+        p = simulate("--help", check=False)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertTrue(p.stdout.startswith("usage: tollgate simulate"))
+        if os.path.exists("/dev/full"):
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([h.binary("tollgate"), "simulate", "--config", self.config,
+                                    "--log", log], stdout=full, stderr=subprocess.PIPE,
+                                   text=True, timeout=60)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("cannot write the report", p.stderr)
+
+    def test_g_what_a_log_cannot_replay_is_said(self):
+        # A request logged in a category its route no longer gives (a route on headers, which
+        # a log does not show); targets that are no path, in both columns of --compare; an
+        # address on both access lists is denied, not exempt.
+        lines = (text_line(T0, "10.0.7.1", "/g", category="dry") +
+                 text_line(T0, "10.0.7.2", "*") +
+                 text_line(T0, "198.51.100.8", "/g", decision="denied", status=403))
+        log = self.write("odd.log", lines)
+        both = self.write("both.yaml", gateway_yaml().replace("{echo}", "127.0.0.1:9").replace(
+            "allow: [10.9.0.0/16]", "allow: [10.9.0.0/16, 198.51.100.0/24]"))
+        report = self.json_of("--config", both, "--log", log)
+        self.assertEqual(report["logged"]["other_category"], 1)
+        general = categories(report)["general"]
+        self.assertEqual((general["denied"], general["exempt"]), (1, 0))
+        text = simulate("--config", both, "--log", log).stdout
+        self.assertIn("replayed in another category than logged: 1", text)
+        text = simulate("--config", both, "--compare", self.strict, "--log", log).stdout
+        self.assertRegex(text, r"unroutable targets \(400, not below\)\s+1\s+1\n")
 
     def test_f_json_agrees_with_the_text(self):
         log = self.write("text.log", "".join(text_line(T0 + t, c, p) for t, c, p in REQUESTS))
@@ -297,8 +331,8 @@ class RealRun(unittest.TestCase):
         self.addCleanup(gw.stop)
         statuses = []
 
-        def get(client, path, extra=""):
-            status, _, _ = h.http_request(gw.port, f"GET {path} HTTP/1.1\r\nHost: t\r\n"
+        def get(client, path, extra="", method="GET"):
+            status, _, _ = h.http_request(gw.port, f"{method} {path} HTTP/1.1\r\nHost: t\r\n"
                                           f"X-Forwarded-For: {client}\r\n{extra}"
                                           "Connection: close\r\n\r\n")
             statuses.append(status)
@@ -319,6 +353,13 @@ class RealRun(unittest.TestCase):
             get("10.0.1.1", "/dry/")
         for _ in range(2):
             get("10.0.2.1", "/pay/")
+        # Preflights the gateway answers (routed by the method they announce: the route says
+        # GET), charged nothing: the first GET after them still passes, the second is limited.
+        for _ in range(2):
+            self.assertEqual(get("10.0.6.1", "/cors/x", "Origin: https://app.example\r\n"
+                                 "Access-Control-Request-Method: GET\r\n", "OPTIONS"), 200)
+        self.assertEqual(get("10.0.6.1", "/cors/x"), 200)
+        self.assertEqual(get("10.0.6.1", "/cors/x"), 429)
         # An upgrade that passes (101, then closed) and one refused (429), both on /ws/.
         upgrade = ("GET /ws/a HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 10.0.4.1\r\n"
                    "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
@@ -352,6 +393,9 @@ class RealRun(unittest.TestCase):
         self.assertEqual(logged["not_comparable"], {})
         self.assertEqual(logged["compared"], want)
         self.assertEqual((logged["differ"], logged["pairs"]), (0, {}), logged["first"])
+        self.assertEqual(logged["other_category"], 0)
+        self.assertEqual((cats := categories(report))["scripts"]["requests"], 4)
+        self.assertEqual(cats["scripts"]["admitted"], 3)
         # And the counts are the answers the client got: 429s in general, api and sockets (the
         # requests come within milliseconds, so they are also those counted by hand for (a)).
         cats = categories(report)

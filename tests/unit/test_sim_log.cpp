@@ -71,6 +71,9 @@ TEST_CASE("sim log: a Tollgate text line, replayed at its time less its duration
   CHECK((crlf.kind == line_kind::request && crlf.r.time == p.r.time));
   const parsed limited = parse(with(text_line, "limit=-", "limit=ipv4_individual.short"));
   CHECK(limited.r.limit == "ipv4_individual.short");
+  // Whether it went upstream: "-" when the gateway answered it.
+  CHECK(p.r.forwarded);
+  CHECK_FALSE(parse(with(text_line, "upstream=app", "upstream=-")).r.forwarded);
 }
 
 TEST_CASE("sim log: the quick read of a text line's time agrees with the whole parse", "[sim]") {
@@ -170,8 +173,16 @@ TEST_CASE("sim log: json lines, escapes, duplicates and what is not JSON", "[sim
   const parsed e = parse(with(json_line, "/a?b=1", R"(/\u00e9\"\\\u20ac\ud83d\ude00\/\n)"));
   REQUIRE(e.kind == line_kind::request);
   CHECK(e.r.target == "/\xe9\"\\\xe2\x82\xac\xf0\x9f\x98\x80/\n");
-  // Raw UTF-8 is valid JSON.
-  CHECK(parse(with(json_line, "/a?b=1", "/caf\xc3\xa9")).r.target == "/caf\xc3\xa9");
+  // Raw bytes from 0x7f are valid JSON, but the gateway's writer escapes them (its access
+  // lines are ASCII): such a line was not written by it as it stands.
+  CHECK(parse(with(json_line, "/a?b=1", "/caf\xc3\xa9")).why == "a raw byte the log escapes");
+  CHECK(parse(with(json_line, "/a?b=1", "/\x7f")).why == "a raw byte the log escapes");
+  CHECK(parse(with(json_line, "/a?b=1", "/j\\xff")).why == "a bad JSON escape");
+  CHECK(parse(with(json_line, "\"method\":\"GET\"", "\"method\":1")).why ==
+        "an access line with a field missing");
+  // Whether it went upstream: the upstream named, or null.
+  CHECK_FALSE(p.r.forwarded);
+  CHECK(parse(with(json_line, "\"upstream\":null", "\"upstream\":\"app\"")).r.forwarded);
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"\"status\":429", "\"status\":429,\"status\":200"},
            {"\"path\":", "\"pa\\u0074h\":\"/b\",\"path\":"},
