@@ -221,6 +221,9 @@ line_kind parse_nginx(std::string_view line, log_record& out, parse_scratch& s,
     why = "a bad request, status, size, referer or user agent";
     return line_kind::bad;
   }
+  // nginx logs a connection that closed before sending a request as `"-" 400 0` (408 when
+  // it timed out): no request to replay, and not a bad line either.
+  if (request == "-") return line_kind::no_request;
   cursor r{request};
   std::string_view method, target;
   if (!r.until(' ', method) || method.empty()) {

@@ -24,6 +24,7 @@ enum class log_format : std::uint8_t {
 enum class line_kind : std::uint8_t {
   request,      ///< a request: the record is filled
   not_request,  ///< a line that is no request: a WebSocket tunnel's end
+  no_request,   ///< a connection that sent no request: nginx's `"-" 400` (or 408) lines
   application,  ///< a line of the gateway's own log mixed into the same stream
   blank,        ///< empty, or only spaces
   bad           ///< none of the formats: `why` says what is wrong

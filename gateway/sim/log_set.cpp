@@ -132,6 +132,9 @@ void log_set::index_file(std::uint32_t f, const std::function<void(std::uint64_t
       case line_kind::not_request:
         ++counts_.not_requests;
         break;
+      case line_kind::no_request:
+        ++counts_.no_request;
+        break;
       case line_kind::application:
         ++counts_.application;
         break;
@@ -170,6 +173,9 @@ bool log_set::read(const indexed_line& l, log_record& out, parse_scratch& scratc
       return true;
     case line_kind::not_request:
       ++counts_.not_requests;
+      return false;
+    case line_kind::no_request:
+      ++counts_.no_request;
       return false;
     case line_kind::application:
       ++counts_.application;

@@ -36,6 +36,7 @@ struct read_counts {
   std::uint64_t requests = 0;       ///< request lines
   std::uint64_t by_format[3] = {};  ///< requests per log_format
   std::uint64_t not_requests = 0;   ///< tunnel ends
+  std::uint64_t no_request = 0;     ///< connections that sent no request (nginx `"-"`)
   std::uint64_t application = 0;    ///< the gateway's own log lines
   std::uint64_t blank = 0;          ///< empty lines
   std::uint64_t bad = 0;            ///< lines of no format

@@ -82,7 +82,8 @@ void text_header(std::string& out, const report_input& in) {
          ", tollgate json " + number(c.by_format[1]) + ", nginx combined " +
          number(c.by_format[2]) + "); " + number(c.reordered) + " out of time order\n";
   out += "skipped: " + number(c.application) + " application log lines, " + number(c.not_requests) +
-         " tunnel ends, " + number(c.blank) + " blank lines\n";
+         " tunnel ends, " + number(c.no_request) + " connections without a request, " +
+         number(c.blank) + " blank lines\n";
   out += "bad lines: " + number(c.bad) + "\n";
   for (const auto& b : in.logs.bad_lines()) {
     out +=

@@ -114,6 +114,7 @@ void header(json_out& j, const report_input& in) {
   j.open("skipped", '{');
   j.num("application", c.application);
   j.num("tunnel_end", c.not_requests);
+  j.num("no_request", c.no_request);
   j.num("blank", c.blank);
   j.close('}');
   j.open("bad_lines", '{');

@@ -232,6 +232,8 @@ class Simulate(unittest.TestCase):
         lines.append('2026-11-23T09:00:02.000Z access 10.0.0.1 "GET /ws/x" category=sockets '
                      "websocket closed code=1000 by=client messages_from_client=1 "
                      "messages_from_upstream=1 1.000000s\n")
+        # nginx's line for a connection that sent no request: skipped too.
+        lines.append('10.0.0.9 - - [23/Nov/2026:09:00:03 +0000] "-" 400 0 "-" "-"\n')
         log = self.write("bad.log", "".join(lines))
         p = simulate("--config", self.config, "--log", log)
         self.assertIn(f"bad lines: {len(bad)}\n", p.stdout)
@@ -242,6 +244,8 @@ class Simulate(unittest.TestCase):
         self.assertEqual([b["line"] for b in report["bad_lines"]["first"]], sorted(bad)[:20])
         self.assertEqual(report["requests"], 30)
         self.assertEqual((report["skipped"]["application"], report["skipped"]["tunnel_end"]), (1, 1))
+        self.assertEqual(report["skipped"]["no_request"], 1)
+        self.assertIn("1 connections without a request", p.stdout)
 
     def test_exit_statuses(self):
         log = self.write("a.log", text_line(T0, "10.0.0.1", "/g"))

@@ -244,12 +244,14 @@ TEST_CASE("sim log: nginx combined, its time zone and its escapes", "[sim]") {
         "2001:db8::9");
   CHECK(parse(with(nginx_line, "\"curl/8\"", "\"a \\x22quoted\\x22 agent\"")).kind ==
         line_kind::request);
+  // A connection that sent no request (nginx: "-" 400 0, or 408): skipped, not bad.
+  CHECK(kind_of(with(with(nginx_line, "\"GET /x?y=%20 HTTP/1.1\" 200 612", "\"-\" 400 0"),
+                     "\"curl/8\"", "\"-\"")) == line_kind::no_request);
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"Nov", "Foo"},
            {"23/Nov", "31/Nov"},
            {"-0700", "-2500"},
            {"-0700", "0700"},
-           {"\"GET /x?y=%20 HTTP/1.1\"", "\"-\""},
            {"\"GET /x?y=%20 HTTP/1.1\"", "\"\\x16\\x03\\x01\""},
            {"GET /x?y=%20 HTTP/1.1", "GET /x?y=%20 junk"},
            {"203.0.113.9", "unix:"},
