@@ -525,7 +525,9 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   }
   if (r.cors != nullptr && preflight) {
     // Not charged nor challenged (it cannot carry a proof), but a ban holds.
-    if (w.shared.gate.screen(r.gate, r.verdict) && !r.verdict.forward()) return conclude(w, sc);
+    if (w.shared.gate.screen(r.gate, r.verdict) && r.verdict.result == policy::outcome::banned) {
+      return conclude(w, sc);
+    }
     return answer_preflight(w, sc);
   }
   w.shared.gate.before_limits(r.gate, r.verdict);

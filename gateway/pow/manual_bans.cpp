@@ -97,7 +97,7 @@ std::optional<std::int64_t> manual_bans::scan(core::family f, std::uint64_t key,
     std::size_t hi = std::min<std::size_t>(packed & 0xffff, capacity);
     // The search may end at the group's end: that slot is another group's, or a ban lifted
     // since (slots past the last ban keep their old keys), never this group's.
-    const std::size_t end = hi;
+    const std::size_t group_end = hi;
     while (lo < hi) {
       const std::size_t mid = lo + (hi - lo) / 2;
       if (keys_[mid].load(std::memory_order_relaxed) < masked) {
@@ -106,7 +106,7 @@ std::optional<std::int64_t> manual_bans::scan(core::family f, std::uint64_t key,
         hi = mid;
       }
     }
-    if (lo < end && keys_[lo].load(std::memory_order_relaxed) == masked) {
+    if (lo < group_end && keys_[lo].load(std::memory_order_relaxed) == masked) {
       const std::int64_t end = ends_[lo].load(std::memory_order_relaxed);
       if (end > now && (!until || end > *until)) until = end;
     }

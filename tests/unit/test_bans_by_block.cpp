@@ -124,8 +124,8 @@ TEST_CASE("a lifted ban ends, whichever slot it had", "[bans]") {
   CHECK(bans.lift(block("10.0.0.9"), 1 * s));
   CHECK_FALSE(bans.banned_until(individual("10.0.0.9"), 1 * s));
   CHECK(bans.banned_until(individual("10.0.0.1"), 1 * s) == 100 * s);
-  // Nor does a search past one group find the next group's first key: 10.0.0.0 as a /32 is
-  // not banned by the /24 group's 10.0.1.0 nor by a lifted /32 at the same slot.
+  // A lift in the middle of the slots: the /24 group moves down into the lifted /32's slot,
+  // and each group still finds its own bans only.
   CHECK(bans.place({block("10.0.1.0/24"), 0, 100 * s, ""}, 0) == pow::manual_bans::placed::added);
   CHECK(bans.place({block("10.0.0.200"), 0, 100 * s, ""}, 0) == pow::manual_bans::placed::added);
   CHECK(bans.lift(block("10.0.0.200"), 1 * s));
