@@ -10,13 +10,16 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "gateway/app/admin_api.hpp"
+#include "gateway/app/descriptors.hpp"
 #include "gateway/app/logging.hpp"
 #include "gateway/app/notify.hpp"
 #include "gateway/app/simulate.hpp"
@@ -64,7 +67,8 @@ std::unique_ptr<store::decision_store> make_store(const config::store_config& c,
       limit::store_capacity{cap[0], cap[1], cap[2], cap[3], cap[4]}, random_u64(), workers);
   if (c.type == config::store_config::kind::memory) return local;
   store::redis_options o;
-  for (const auto& e : c.redis) o.nodes.emplace_back(e.host, e.port);
+  for (const auto& e : c.redis)
+    o.nodes.emplace_back(e.host, e.port);
   o.cluster = c.cluster;
   o.username = c.username;
   if (!c.password_env.empty()) {
@@ -104,9 +108,10 @@ core::siphash_key identity_key_for(const config::gateway_config& g, const std::s
                                    bool secret_given) {
   if (g.store.type == config::store_config::kind::memory) return {random_u64(), random_u64()};
   if (!secret_given) {
-    spdlog::warn("{} is not set: limits keyed on headers, query parameters, cookies or bearer "
-                 "tokens are not shared with other replicas through redis",
-                 g.pow.secret_env);
+    spdlog::warn(
+        "{} is not set: limits keyed on headers, query parameters, cookies or bearer "
+        "tokens are not shared with other replicas through redis",
+        g.pow.secret_env);
   }
   const pow::digest d = pow::sha256("tollgate limit keys\n", secret);
   std::uint64_t k0 = 0, k1 = 0;
@@ -148,7 +153,7 @@ void check_store(const config::store_config& c) {
 int check_config(const std::string& path) {
   try {
     const auto g = config::load_gateway(path);
-    net::make_tls_contexts(g);  // certificates and keys load
+    net::make_tls_contexts(g);                      // certificates and keys load
     const policy::challenge_page page(g.pow.page);  // the page template compiles
     try {
       check_store(g.store);
@@ -224,7 +229,8 @@ void describe_in_force(const net::snapshot& s, metrics::scrape_values& values) {
     for (std::size_t e = 0; e < up.endpoints.size(); ++e) {
       const auto& ep = up.endpoints[e];
       const bool ejected = s.ejected_until[u][e].load(std::memory_order_relaxed) > now;
-      const std::string host = ep.host.find(':') != std::string::npos ? "[" + ep.host + "]" : ep.host;
+      const std::string host =
+          ep.host.find(':') != std::string::npos ? "[" + ep.host + "]" : ep.host;
       values.endpoints.push_back({up.name, host + ":" + std::to_string(ep.port), !ejected});
     }
   }
@@ -232,8 +238,7 @@ void describe_in_force(const net::snapshot& s, metrics::scrape_values& values) {
 
 /// Seconds since 1970, now.
 double unix_seconds_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 /// What a reload needs of the running process.
@@ -247,13 +252,20 @@ struct reload_context {
   core::log_file& access_log;                     ///< reopened, or pointed elsewhere
 };
 
-/// Re-reads the configuration and puts it in force for requests that start afterwards. Each
-/// changed setting that takes effect only at restart is logged by name and keeps its running
-/// value; the rest applies, the logging level included. A file that cannot be used is logged
-/// and counted, and the running configuration stays.
-void reload(const reload_context& r) {
+/// What a reload read from the files: the configuration, or why there is none.
+struct reload_files {
+  std::optional<config::gateway_config> loaded;  ///< read and checked
+  std::string error;                             ///< otherwise, what was wrong
+};
+
+/// Puts `files`, read by a reload, in force for requests that start afterwards. Each changed
+/// setting that takes effect only at restart is logged by name and keeps its running value;
+/// the rest applies, the logging level included. A file that cannot be used is logged and
+/// counted, and the running configuration stays.
+void reload(const reload_context& r, reload_files files) {
   try {
-    config::gateway_config loaded = config::load_gateway(r.path);
+    if (!files.loaded) throw std::runtime_error(files.error);
+    config::gateway_config loaded = std::move(*files.loaded);
     const auto& running = r.current->config;
     const auto restart_only = config::restart_only_changes(running, loaded);
     auto next = std::make_shared<const net::snapshot>(
@@ -377,7 +389,26 @@ int run(const std::string& path) {
   signals.add(SIGUSR1);
   ::pthread_sigmask(SIG_UNBLOCK, &early, nullptr);
   log_summary(current->config, workers);
-  net::server server(current, shared, workers, metrics);
+  const app::descriptor_budget fds =
+      app::fit_descriptors(current->config, workers, app::raise_descriptor_limit());
+  if (fds.max_connections == 0) {
+    spdlog::critical(
+        "{} file descriptors (ulimit -n, raised to the hard limit) cannot hold a single client "
+        "connection: {} are reserved for listeners, admin.max_connections, upstream pools "
+        "and the process",
+        fds.limit, fds.fixed);
+    return 1;
+  }
+  if (fds.max_connections < current->config.limits.max_connections) {
+    spdlog::warn(
+        "limits.max_connections {} needs {} file descriptors (two per connection, {} reserved) "
+        "but the limit is {} (ulimit -n, raised to the hard limit): serving at most {} "
+        "connections",
+        current->config.limits.max_connections,
+        fds.fixed + 2 * std::uint64_t{current->config.limits.max_connections}, fds.fixed, fds.limit,
+        fds.max_connections);
+  }
+  net::server server(current, shared, workers, fds.max_connections, metrics);
   try {
     server.bind();
   } catch (const std::exception& e) {
@@ -396,6 +427,7 @@ int run(const std::string& path) {
     admin = std::make_unique<net::admin_server>(
         control,
         boost::asio::ip::tcp::endpoint(asio::ip::make_address(a.address.to_string()), a.port),
+        net::admin_server::bounds{a.max_connections, a.request_timeout},
         net::admin_server::handlers{
             [&] {
               metrics::scrape_values values;
@@ -433,8 +465,8 @@ int run(const std::string& path) {
                                 std::string(store::fail_mode_name(redis->on_failure())) + ")"};
             },
             [&](const net::admin_server::request& r) {
-              return app::admin_api({pow_state, store, clock, current, server.limited(),
-                                     redis != nullptr})
+              return app::admin_api(
+                         {pow_state, store, clock, current, server.limited(), redis != nullptr})
                   .handle(r);
             },
             admin_token()});
@@ -467,14 +499,42 @@ int run(const std::string& path) {
       });
     });
   };
+  // A reload reads its files on a thread of its own: a large policy file takes seconds to
+  // read, and this thread answers the admin listener (liveness probes, scrapes) meanwhile.
+  // The new snapshot is made and put in force here, where the metrics' label tables live. A
+  // SIGHUP during a reload asks for one more after it, which reads the files as they are then.
+  std::thread reader;
+  bool reading = false, read_again = false;
+  std::function<void()> start_reload = [&] {
+    reading = true;
+    app::notify_reloading();
+    reader = std::thread([&] {
+      reload_files files;
+      try {
+        files.loaded = config::load_gateway(path);
+      } catch (const std::exception& e) {
+        files.error = e.what();
+      }
+      asio::post(control, [&, files = std::move(files)]() mutable {
+        reader.join();
+        reload({path, identity_key, metrics, pow_state, server, current, access_log},
+               std::move(files));
+        app::notify_systemd("READY=1");
+        reading = false;
+        if (std::exchange(read_again, false)) start_reload();
+      });
+    });
+  };
   // SIGHUP reloads, SIGUSR1 reopens the access log (logrotate).
   std::function<void(const boost::system::error_code&, int)> on_signal =
       [&](const boost::system::error_code& ec, int signo) {
         if (ec) return;
         if (signo == SIGHUP) {
-          app::notify_reloading();
-          reload({path, identity_key, metrics, pow_state, server, current, access_log});
-          app::notify_systemd("READY=1");
+          if (reading) {
+            read_again = true;
+          } else {
+            start_reload();
+          }
         } else if (signo == SIGUSR1) {
           try {
             app::open_access_log(access_log, current->config.logging);
@@ -498,6 +558,7 @@ int run(const std::string& path) {
   signals.async_wait(on_signal);
   control.run();
   if (stopper.joinable()) stopper.join();
+  if (reader.joinable()) reader.join();  // a reload cut short by the stop
   spdlog::info("stopped");
   return 0;
 }

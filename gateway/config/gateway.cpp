@@ -102,7 +102,7 @@ bool collides(const core::address& a, std::uint16_t pa, const core::address& b, 
 limits_config read_limits(const yaml_node& n) {
   n.expect_keys({"max_header_bytes", "max_request_body", "header_timeout", "body_timeout",
                  "keepalive_timeout", "max_connections", "max_connections_per_address",
-                 "min_body_rate"});
+                 "max_connections_per_network", "min_body_rate"});
   limits_config l;
   if (auto v = n.get("max_header_bytes")) {
     l.max_header_bytes = v->as_size();
@@ -119,6 +119,9 @@ limits_config read_limits(const yaml_node& n) {
   }
   if (auto v = n.get("max_connections_per_address")) {
     l.max_connections_per_address = static_cast<std::uint32_t>(v->as_uint(1, 1'000'000));
+  }
+  if (auto v = n.get("max_connections_per_network")) {
+    l.max_connections_per_network = static_cast<std::uint32_t>(v->as_uint(1, 1'000'000));
   }
   if (auto v = n.get("min_body_rate")) l.min_body_rate = v->as_size();
   return l;
@@ -284,12 +287,14 @@ store_config read_store(const yaml_node& n, const std::string& file) {
     s.type = store_config::kind::redis;
     const auto one = n.get("address");
     const auto seeds = n.get("addresses");
-    if (one && seeds) seeds->fail("give address (one server) or addresses (Cluster seeds), not both");
+    if (one && seeds)
+      seeds->fail("give address (one server) or addresses (Cluster seeds), not both");
     if (one) {
       s.redis.push_back(read_endpoint(*one));
     } else if (seeds) {
       s.cluster = true;
-      for (const auto& e : seeds->items()) s.redis.push_back(read_endpoint(e));
+      for (const auto& e : seeds->items())
+        s.redis.push_back(read_endpoint(e));
       if (s.redis.empty()) seeds->fail("expected at least one seed node");
     } else {
       n.at("address");  // names the missing key
@@ -439,9 +444,13 @@ void read_listeners(const yaml_node& root, gateway_config& g) {
 
 void read_admin(const yaml_node& root, gateway_config& g) {
   if (auto a = root.get("admin")) {
-    a->expect_keys({"address", "port"});
+    a->expect_keys({"address", "port", "max_connections", "request_timeout"});
     if (auto v = a->get("address")) g.admin.address = read_address(*v);
     if (auto v = a->get("port")) g.admin.port = read_port(*v);
+    if (auto v = a->get("max_connections")) {
+      g.admin.max_connections = static_cast<std::uint32_t>(v->as_uint(1, 10'000));
+    }
+    if (auto v = a->get("request_timeout")) g.admin.request_timeout = positive_duration(*v);
   }
   for (const auto& l : g.listeners) {
     if (collides(l.address, l.port, g.admin.address, g.admin.port)) {

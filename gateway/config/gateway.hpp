@@ -35,6 +35,11 @@ struct listener_config {
 struct admin_config {
   core::address address = core::address::from_v4(0x7f000001);  ///< default 127.0.0.1
   std::uint16_t port = 9090;                                   ///< default 9090
+  /// Open admin connections at once; more are reset (its descriptors are reserved from the
+  /// process's, so a flood of them cannot take the public listeners').
+  std::uint32_t max_connections = 64;
+  /// To read a whole request, and the longest an admin connection stays idle between two.
+  core::duration request_timeout = std::chrono::seconds(10);
 };
 
 /// Bounds on every client connection.
@@ -47,6 +52,9 @@ struct limits_config {
   std::uint32_t max_connections = 10'000;                       ///< per gateway
   /// Open connections from one client (an IPv4 address, an IPv6 /64); more are closed at once.
   std::uint32_t max_connections_per_address = 256;
+  /// Open connections from one client network (an IPv4 /24, an IPv6 /48), so that one
+  /// subscriber's many addresses cannot fill max_connections; more are closed at once.
+  std::uint32_t max_connections_per_network = 1024;
   /// A body (request from the client, response from the upstream) must average at least this
   /// many bytes a second once `body_timeout` has passed since it started; 0: no minimum.
   std::uint64_t min_body_rate = 1024;
@@ -121,7 +129,7 @@ struct pow_settings {
   /// Hashes per second of the slowest client that should still pass: a challenge of `b` bits
   /// lives at least 8 * 2^b / solver_hash_rate seconds (see pow_state::lifetime).
   std::uint64_t solver_hash_rate = 250'000;
-  pow_page_config page;                                     ///< the browsers' 428 page
+  pow_page_config page;  ///< the browsers' 428 page
 };
 
 /// TLS toward Redis (paths resolved against the gateway file).
@@ -140,14 +148,14 @@ struct store_config {
   kind type = kind::memory;  ///< memory or redis
   /// Redis: one server (`address`), or the seed nodes of a Cluster (`addresses`).
   std::vector<endpoint_config> redis;
-  bool cluster = false;                                   ///< `addresses`: Redis Cluster
-  std::string username;                                   ///< ACL user; "": AUTH with the password only
-  std::string password_env;                               ///< variable holding the password; "": none
-  std::optional<redis_tls_config> tls;                    ///< TLS toward Redis
-  std::string key_prefix = "tg:";                         ///< of every key the store writes
-  core::duration timeout = std::chrono::milliseconds(5);  ///< per decision
+  bool cluster = false;                 ///< `addresses`: Redis Cluster
+  std::string username;                 ///< ACL user; "": AUTH with the password only
+  std::string password_env;             ///< variable holding the password; "": none
+  std::optional<redis_tls_config> tls;  ///< TLS toward Redis
+  std::string key_prefix = "tg:";       ///< of every key the store writes
+  core::duration timeout = std::chrono::milliseconds(5);     ///< per decision
   core::duration connect_timeout = std::chrono::seconds(1);  ///< per connection attempt
-  failure fail_mode = failure::local;                     ///< when redis is unreachable
+  failure fail_mode = failure::local;                        ///< when redis is unreachable
   std::size_t capacity[5] = {1'000'000, 250'000, 1'000'000, 250'000, 100'000};  ///< per table
 };
 
@@ -156,10 +164,10 @@ struct logging_config {
   enum class log_format { text, json };
   /// Where the access log goes (`access_log: false | true | stdout | PATH`).
   enum class destination { off, standard_output, file };
-  std::string level = "info";             ///< trace, debug, info, warn, error or off
-  log_format format = log_format::text;   ///< text, or one JSON object a line (log shippers)
+  std::string level = "info";                 ///< trace, debug, info, warn, error or off
+  log_format format = log_format::text;       ///< text, or one JSON object a line (log shippers)
   destination access_log = destination::off;  ///< one line per request
-  std::string access_log_path;  ///< the file (resolved), when access_log is `file`
+  std::string access_log_path;                ///< the file (resolved), when access_log is `file`
   /// Whether requests are logged at all.
   bool access_log_on() const noexcept { return access_log != destination::off; }
 };

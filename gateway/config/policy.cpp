@@ -1,6 +1,7 @@
 #include "gateway/config/policy.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "gateway/config/yaml_reader.hpp"
 
@@ -27,8 +28,9 @@ struct loader {
   std::vector<reason_reference> references;
   std::string levels_file;        ///< where `levels` was set, if anywhere
   std::string pow_counters_file;  ///< where `pow_counters` was set, if anywhere
-  std::vector<std::string> category_files;
-  std::vector<std::string> violation_files;
+  /// Where each category and each reason was defined: looked up once per name, so that a
+  /// file of many thousands of them loads in time linear in its size.
+  std::unordered_map<std::string, std::string> category_files, violation_files;
 };
 
 bool valid_header_name(const std::string& s) {
@@ -220,9 +222,11 @@ cors_config read_cors(const yaml_node& n) {
   }
   if (c.allow_origins.empty()) origins.fail("at least one origin is needed");
   if (auto v = n.get("allow_credentials")) c.allow_credentials = v->as_bool();
-  const bool any = std::find(c.allow_origins.begin(), c.allow_origins.end(), "*") != c.allow_origins.end();
+  const bool any =
+      std::find(c.allow_origins.begin(), c.allow_origins.end(), "*") != c.allow_origins.end();
   if (any && c.allow_credentials) {
-    origins.fail("\"*\" cannot be combined with allow_credentials (browsers refuse it): list the origins");
+    origins.fail(
+        "\"*\" cannot be combined with allow_credentials (browsers refuse it): list the origins");
   }
   const auto tokens = [](const yaml_node& list, const char* what) {
     std::vector<std::string> out;
@@ -317,7 +321,8 @@ violation_config read_violation(const std::string& name, const yaml_node& n) {
 }
 
 pow_counters_config read_pow_counters(const yaml_node& n) {
-  n.expect_keys({"max_counter", "decay_interval", "max_individual_entries", "max_network_entries"});
+  n.expect_keys({"max_counter", "decay_interval", "max_individual_entries", "max_network_entries",
+                 "network_min_sources"});
   pow_counters_config p;
   if (auto v = n.get("max_counter")) p.max_counter = as_u32(*v, 1, 1000);
   if (auto v = n.get("decay_interval")) {
@@ -328,6 +333,9 @@ pow_counters_config read_pow_counters(const yaml_node& n) {
     p.max_individual_entries = as_u32(*v, 1, 100'000'000);
   }
   if (auto v = n.get("max_network_entries")) p.max_network_entries = as_u32(*v, 1, 100'000'000);
+  if (auto v = n.get("network_min_sources")) {
+    p.network_min_sources = as_u32(*v, 1, 64);  // each is remembered per network entry
+  }
   return p;
 }
 
@@ -370,38 +378,30 @@ void read_file(const yaml_node& root, loader& ld) {
   if (auto n = root.get("categories")) {
     for (const auto& [name, value] : n->entries()) {
       if (!valid_name(name)) value.fail("invalid category name (use a-z, 0-9, _ and -)");
-      for (std::size_t i = 0; i < ld.policy.categories.size(); ++i) {
-        if (ld.policy.categories[i].name == name) {
-          value.fail("category already defined in " + ld.category_files[i]);
-        }
-      }
+      const auto [at, fresh] = ld.category_files.try_emplace(name, file);
+      if (!fresh) value.fail("category already defined in " + at->second);
       ld.policy.categories.push_back(read_category(name, value, ld));
-      ld.category_files.push_back(file);
     }
   }
   if (auto n = root.get("violations")) {
     for (const auto& [name, value] : n->entries()) {
       if (!valid_name(name)) value.fail("invalid violation reason (use a-z, 0-9, _ and -)");
-      for (std::size_t i = 0; i < ld.policy.violations.size(); ++i) {
-        if (ld.policy.violations[i].name == name) {
-          value.fail("violation reason already defined in " + ld.violation_files[i]);
-        }
-      }
+      const auto [at, fresh] = ld.violation_files.try_emplace(name, file);
+      if (!fresh) value.fail("violation reason already defined in " + at->second);
       ld.policy.violations.push_back(read_violation(name, value));
-      ld.violation_files.push_back(file);
     }
   }
 }
 
 policy_config finish(loader& ld) {
   for (const reason_reference& r : ld.references) {
-    if (ld.policy.violation(r.reason) == nullptr) {
+    if (!ld.violation_files.contains(r.reason)) {
       throw error(r.file, r.line, r.path,
                   "unknown violation reason '" + r.reason + "' (define it under violations)");
     }
   }
   // A failed proof always raises pow_failed (DESIGN §5); by default on the network level only.
-  if (ld.policy.violation("pow_failed") == nullptr) {
+  if (!ld.violation_files.contains("pow_failed")) {
     ld.policy.violations.push_back({"pow_failed", false, true, std::nullopt});
   }
   return std::move(ld.policy);

@@ -49,8 +49,10 @@ enum class excess_action { close, drop };
 
 /// WebSocket options of a category (DESIGN §6).
 struct websocket_config {
-  std::uint64_t max_message_size = 1 << 20;                ///< larger: close 1009
-  std::optional<tier_config> messages;                     ///< per-connection message limit
+  std::uint64_t max_message_size = 1 << 20;  ///< larger: close 1009
+  /// Per-connection message limit: every tunnel is metered, so a category without its own
+  /// gets 50/s, burst 100 (DESIGN §6).
+  std::optional<tier_config> messages = tier_config{core::rate{50, core::ns_per_s}, 100};
   message_cost cost = message_cost::per_message;           ///< how messages are charged
   excess_action on_excess = excess_action::close;          ///< close 1008 or drop
   core::duration max_lifetime = std::chrono::hours(24);    ///< then close 1001
@@ -108,6 +110,10 @@ struct pow_counters_config {
   core::duration decay_interval = std::chrono::hours(1);  ///< one down per interval
   std::uint32_t max_individual_entries = 50'000;          ///< LRU bound
   std::uint32_t max_network_entries = 10'000;             ///< LRU bound
+  /// Distinct individual addresses of a network whose violations within one decay interval
+  /// it takes before the network counter rises: one address alone never raises its
+  /// neighbours' requirement (DESIGN §5).
+  std::uint32_t network_min_sources = 3;
 };
 
 /// Prefix lengths of the address levels.

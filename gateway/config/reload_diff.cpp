@@ -85,6 +85,7 @@ void compare_pow_counters(std::vector<std::string>& out, const pow_counters_conf
   compare(out, "pow_counters.max_individual_entries", r.max_individual_entries,
           n.max_individual_entries);
   compare(out, "pow_counters.max_network_entries", r.max_network_entries, n.max_network_entries);
+  compare(out, "pow_counters.network_min_sources", r.network_min_sources, n.network_min_sources);
 }
 
 }  // namespace
@@ -95,6 +96,9 @@ std::vector<std::string> restart_only_changes(const gateway_config& running,
   compare_listeners(out, running, next);
   compare(out, "admin.address", running.admin.address, next.admin.address);
   compare(out, "admin.port", running.admin.port, next.admin.port);
+  // The descriptors reserved for admin connections are counted once, at start.
+  compare(out, "admin.max_connections", running.admin.max_connections, next.admin.max_connections);
+  compare(out, "admin.request_timeout", running.admin.request_timeout, next.admin.request_timeout);
   compare(out, "workers", running.workers, next.workers);
   // Each worker's share of it is fixed when the workers are made.
   compare(out, "limits.max_connections", running.limits.max_connections,

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <string_view>
+#include <unordered_set>
 
 namespace tollgate::config {
 
@@ -39,14 +41,19 @@ std::string one_of(std::initializer_list<std::string_view> names) {
 std::vector<std::pair<std::string, yaml_node>> yaml_node::entries() const {
   if (!node_.IsMap()) fail("expected a mapping");
   std::vector<std::pair<std::string, yaml_node>> out;
+  out.reserve(node_.size());
+  // Linear in the keys however many there are (a search of `out` per key took minutes for a
+  // policy file of 100k keys, while the reload held the admin listener's thread).
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(node_.size());
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     yaml_node key(it->first, file_, path_);
     if (!it->first.IsScalar()) key.fail("keys must be plain scalars");
-    std::string name = it->first.Scalar();
     // yaml-cpp keeps duplicate keys silently; a second value would be ignored, so refuse it.
-    if (std::any_of(out.begin(), out.end(), [&](const auto& e) { return e.first == name; })) {
+    // The key's text lives in the document, which outlives this call.
+    const std::string& name = it->first.Scalar();
+    if (!seen.insert(name).second)
       throw error(*file_, key.line(), child_path(name), "duplicate key");
-    }
     out.emplace_back(name, yaml_node(it->second, file_, child_path(name)));
   }
   return out;

@@ -44,11 +44,11 @@ inline constexpr std::size_t upstream_error_count = 3;
 std::string_view upstream_error_name(upstream_error e) noexcept;
 
 /// Why a connection was refused (label `reason` of tollgate_connections_refused_total).
-enum class refusal : std::uint8_t { per_address, max_connections };
-inline constexpr std::size_t refusal_count = 2;
+enum class refusal : std::uint8_t { per_address, max_connections, per_network };
+inline constexpr std::size_t refusal_count = 3;
 /// Label values of `reason`.
-inline constexpr std::array<std::string_view, refusal_count> refusal_names = {"per_address",
-                                                                              "max_connections"};
+inline constexpr std::array<std::string_view, refusal_count> refusal_names = {
+    "per_address", "max_connections", "per_network"};
 
 /// Why a WebSocket upgrade was refused (label `reason` of
 /// tollgate_websocket_upgrades_refused_total).
@@ -62,8 +62,8 @@ enum class upgrade_refusal : std::uint8_t {
 };
 inline constexpr std::size_t upgrade_refusal_count = 6;
 inline constexpr std::array<std::string_view, upgrade_refusal_count> upgrade_refusal_names = {
-    "limited", "challenged", "banned", "too_many_connections", "upstream_refused",
-    "upstream_failed"};
+    "limited",          "challenged",     "banned", "too_many_connections",
+    "upstream_refused", "upstream_failed"};
 /// Label `direction` of tollgate_websocket_messages_total.
 inline constexpr std::array<std::string_view, 2> ws_direction_names = {"from_client",
                                                                        "from_upstream"};
@@ -97,9 +97,9 @@ inline constexpr std::size_t max_limit_names = 16;
 /// Upper bounds of the histogram buckets, in seconds.
 /// Of tollgate_limiter_check_seconds: the in-process store decides in about a microsecond,
 /// Redis in a round trip (a quarter to a few milliseconds).
-inline constexpr std::array<double, 16> limiter_buckets = {
-    1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5,   2.5e-5,
-    5e-5, 1e-4,   2.5e-4, 5e-4, 1e-3,  2.5e-3, 5e-3, 1e-2};
+inline constexpr std::array<double, 16> limiter_buckets = {1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6,
+                                                           1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
+                                                           1e-3, 2.5e-3, 5e-3, 1e-2};
 inline constexpr std::array<double, 12> upstream_buckets = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
 /// Of tollgate_request_duration_seconds: a request's whole time as its client sees it.
@@ -132,8 +132,8 @@ enum class store_error : std::uint8_t {
 inline constexpr std::array<std::string_view, 7> store_error_names = {
     "timeout", "connect", "io", "script", "oom", "overload", "redirect"};
 /// Upper bounds of the buckets of tollgate_store_latency_seconds.
-inline constexpr std::array<double, 12> store_buckets = {5e-5,  1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
-                                                         5e-3,  1e-2, 2.5e-2, 5e-2, 0.1,  1};
+inline constexpr std::array<double, 12> store_buckets = {5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+                                                         5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,  1};
 
 /// A counter with one writer.
 /// Thread safety: add() from the owning worker only; value() from anywhere.
@@ -188,7 +188,7 @@ struct worker_counters {
   std::array<histogram<request_buckets.size()>, max_names> request_duration;
   std::array<counter, max_names> bytes_received;  ///< [listener] from clients (TCP, at close)
   std::array<counter, max_names> bytes_sent;      ///< [listener] to clients, acknowledged
-  std::array<counter, max_names> pow_challenges;                       ///< [category] 428s issued
+  std::array<counter, max_names> pow_challenges;  ///< [category] 428s issued
   std::array<counter, verification_results.size()> pow_verifications;  ///< [result]
   std::array<counter, max_names> violations;                           ///< [reason]
   counter bans;                                                        ///< bans imposed

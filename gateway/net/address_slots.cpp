@@ -10,6 +10,11 @@ std::uint64_t address_slots::key_of(const core::address& a) noexcept {
   return a.v6_high();
 }
 
+std::uint64_t address_slots::network_key_of(const core::address& a) noexcept {
+  if (a.family() == core::family::v4) return (std::uint64_t{1} << 32) | (a.v4() & 0xffffff00u);
+  return a.v6_high() & ~std::uint64_t{0xffff};
+}
+
 bool address_slots::try_take(std::uint64_t key, std::uint32_t cap) {
   shard& s = shard_of(key);
   const std::lock_guard lock(s.mutex);

@@ -2,7 +2,7 @@
 /// Open connections per client address (like nginx `limit_conn`): counted exactly across every
 /// worker, taken when a connection's client is known and given back however the connection
 /// ends. IPv4 clients are counted per address, IPv6 clients per /64 (one subscriber's
-/// addresses). Internal to net/.
+/// addresses); networks per IPv4 /24 and IPv6 /48. Internal to net/.
 
 #include <array>
 #include <cstdint>
@@ -20,6 +20,8 @@ class address_slots {
  public:
   /// The key a client's connections are counted under.
   static std::uint64_t key_of(const core::address& a) noexcept;
+  /// The key a client's network is counted under (IPv4 /24, IPv6 /48).
+  static std::uint64_t network_key_of(const core::address& a) noexcept;
 
   /// Takes a slot for `key` if fewer than `cap` are taken; false (nothing taken) otherwise.
   bool try_take(std::uint64_t key, std::uint32_t cap);
@@ -63,6 +65,12 @@ class address_slot {
   }
   address_slots* slots_ = nullptr;  ///< nullptr: holds nothing
   std::uint64_t key_ = 0;           ///< the client's key
+};
+
+/// A connection's places under the connection caps; empty for a peer inside trusted_proxies.
+struct client_places {
+  address_slot address;  ///< under limits.max_connections_per_address
+  address_slot network;  ///< under limits.max_connections_per_network
 };
 
 }  // namespace tollgate::net

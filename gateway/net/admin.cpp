@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gateway/core/text.hpp"
+#include "gateway/net/accept_failures.hpp"
 #include "gateway/pow/crypto.hpp"
 
 namespace tollgate::net {
@@ -65,81 +66,133 @@ std::string peer_of(const beast::tcp_stream& stream) {
                               : ep.address().to_string() + ":" + std::to_string(ep.port());
 }
 
-asio::awaitable<void> serve_admin(tcp::socket socket, const admin_server::handlers& h) {
-  beast::tcp_stream stream(std::move(socket));
-  beast::flat_buffer buffer;
-  for (;;) {
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(8 * 1024);
-    parser.body_limit(8 * 1024);  // a ban's duration and note: a JSON object of a few fields
-    stream.expires_after(std::chrono::seconds(30));
-    auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
-    if (ec) co_return;  // closed, idle or garbage: an operator's client will retry
-    const auto& req = parser.get();
-    const std::string_view target(req.target().data(), req.target().size());
-    const std::string_view path = target.substr(0, target.find('?'));
-    http::response<http::string_body> res{http::status::ok, req.version()};
-    res.set(http::field::server, "tollgate");
-    res.set(http::field::content_type, "text/plain; charset=utf-8");
-    const bool api = path.starts_with("/admin/");
-    if (api) {
-      answer_api(h, req, peer_of(stream), target, res);
-    } else if (req.method() != http::verb::get && req.method() != http::verb::head) {
-      res.result(http::status::method_not_allowed);
-      res.set(http::field::allow, "GET, HEAD");
-      res.body() = "method not allowed\n";
-    } else if (path == "/metrics") {
-      res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-      res.body() = h.metrics();
-    } else if (path == "/healthz") {
-      res.body() = "ok\n";
-    } else if (path == "/readyz") {
-      const auto [ready, text] = h.ready();
-      res.result(ready ? http::status::ok : http::status::service_unavailable);
-      res.body() = text + "\n";
-    } else {
-      res.result(http::status::not_found);
-      res.body() = "not found\n";
-    }
-    res.keep_alive(req.keep_alive());
-    res.prepare_payload();
-    auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
-    if (wec || !res.keep_alive()) co_return;
-  }
+/// A refusal of the admin listener's own: the request cannot be read, so the connection
+/// closes after it.
+void refuse_request(http::response<http::string_body>& res, http::status status,
+                    std::string_view text) {
+  res.result(status);
+  res.body() = std::string(text) + "\n";
+  res.keep_alive(false);
 }
 
-asio::awaitable<void> accept_admin(tcp::acceptor& acceptor, const admin_server::handlers& h) {
-  for (;;) {
-    auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-    if (ec) continue;
-    asio::co_spawn(acceptor.get_executor(), serve_admin(std::move(socket), h),
-                   [](std::exception_ptr e) {
-                     if (!e) return;
-                     try {
-                       std::rethrow_exception(e);
-                     } catch (const std::exception& ex) {
-                       spdlog::error("an admin session ended by an exception: {}", ex.what());
-                     }
-                   });
+/// Logs what ended an admin coroutine with an exception: a bug.
+void log_exception(std::exception_ptr e, const char* what) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    spdlog::error("{} ended by an exception: {}", what, ex.what());
   }
 }
 
 }  // namespace
 
-admin_server::admin_server(asio::io_context& io, const tcp::endpoint& endpoint, handlers h)
-    : acceptor_(io), handlers_(std::move(h)) {
+admin_server::admin_server(asio::io_context& io, const tcp::endpoint& endpoint, bounds b,
+                           handlers h)
+    : acceptor_(io), bounds_(b), handlers_(std::move(h)) {
   acceptor_.open(endpoint.protocol());
   acceptor_.set_option(asio::socket_base::reuse_address(true));
   acceptor_.bind(endpoint);
   acceptor_.listen();
 }
 
+asio::awaitable<void> admin_server::serve(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  const handlers& h = handlers_;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(8 * 1024);
+    parser.body_limit(8 * 1024);  // a ban's duration and note: a JSON object of a few fields
+    // One bound for the wait between requests and the reading of one: an idle or slow
+    // operator's connection holds its place for request_timeout at most.
+    stream.expires_after(bounds_.request_timeout);
+    auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
+    http::response<http::string_body> res{http::status::ok, 11};
+    res.set(http::field::server, "tollgate");
+    res.set(http::field::content_type, "text/plain; charset=utf-8");
+    if (ec == http::error::body_limit) {
+      refuse_request(res, http::status::payload_too_large, "request body over 8 KiB");
+    } else if (ec == http::error::header_limit) {
+      refuse_request(res, http::status::request_header_fields_too_large, "request head over 8 KiB");
+    } else if (ec) {
+      co_return;  // closed, idle or garbage: an operator's client will retry
+    } else {
+      const auto& req = parser.get();
+      res.version(req.version());
+      const std::string_view target(req.target().data(), req.target().size());
+      const std::string_view path = target.substr(0, target.find('?'));
+      if (path.starts_with("/admin/")) {
+        answer_api(h, req, peer_of(stream), target, res);
+      } else if (req.method() != http::verb::get && req.method() != http::verb::head) {
+        res.result(http::status::method_not_allowed);
+        res.set(http::field::allow, "GET, HEAD");
+        res.body() = "method not allowed\n";
+      } else if (path == "/metrics") {
+        res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+        res.body() = h.metrics();
+      } else if (path == "/healthz") {
+        res.body() = "ok\n";
+      } else if (path == "/readyz") {
+        const auto [ready, text] = h.ready();
+        res.result(ready ? http::status::ok : http::status::service_unavailable);
+        res.body() = text + "\n";
+      } else {
+        res.result(http::status::not_found);
+        res.body() = "not found\n";
+      }
+      res.keep_alive(req.keep_alive());
+    }
+    res.prepare_payload();
+    stream.expires_after(bounds_.request_timeout);  // a reader that never reads is let go
+    auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
+    if (wec || !res.keep_alive()) co_return;
+  }
+}
+
+asio::awaitable<void> admin_server::accept_loop() {
+  accept_failures failures;
+  std::uint64_t refused_unlogged = 0;
+  std::chrono::steady_clock::time_point refused_logged{};
+  for (;;) {
+    auto [ec, socket] = co_await acceptor_.async_accept(use_tuple);
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
+    if (ec) {
+      const auto pause = failures.note(ec, "admin");
+      if (pause.count() > 0) {
+        asio::steady_timer wait(acceptor_.get_executor(), pause);
+        co_await wait.async_wait(use_tuple);
+      }
+      continue;
+    }
+    if (open_ >= bounds_.max_connections) {
+      // A reset, as the public listeners refuse: the refused peer holds nothing of ours.
+      error_code ignored;
+      socket.set_option(asio::socket_base::linger(true, 0), ignored);
+      socket.close(ignored);
+      ++refused_;
+      ++refused_unlogged;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - refused_logged >= accept_failures::interval) {
+        spdlog::warn("admin: refused {} connection(s): {} open (admin.max_connections)",
+                     refused_unlogged, open_);
+        refused_unlogged = 0;
+        refused_logged = now;
+      }
+      continue;
+    }
+    ++open_;
+    asio::co_spawn(acceptor_.get_executor(), serve(std::move(socket)),
+                   [this](std::exception_ptr e) {
+                     --open_;
+                     log_exception(e, "an admin session");
+                   });
+  }
+}
+
 void admin_server::start() {
-  asio::co_spawn(acceptor_.get_executor(), accept_admin(acceptor_, handlers_),
-                 [](std::exception_ptr e) {
-                   if (e) spdlog::error("the admin accept loop ended by an exception");
-                 });
+  asio::co_spawn(acceptor_.get_executor(), accept_loop(),
+                 [](std::exception_ptr e) { log_exception(e, "the admin accept loop"); });
 }
 
 void admin_server::stop() {

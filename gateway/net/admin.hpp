@@ -3,6 +3,8 @@
 /// /admin/ (behind a bearer token when one is set). It runs on the control
 /// io_context of the main thread, so scrapes never compete with the workers' event loops.
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,8 +44,13 @@ class admin_server {
     std::function<reply(const request&)> api;
     std::string token;  ///< required as "Authorization: Bearer <token>" when not empty
   };
+  /// Bounds on the admin connections (the admin section of the gateway file).
+  struct bounds {
+    std::uint32_t max_connections = 64;  ///< open at once; more are reset
+    std::chrono::nanoseconds request_timeout = std::chrono::seconds(10);  ///< read, and idle
+  };
   /// Binds `endpoint` on `io` (throws on failure).
-  admin_server(asio::io_context& io, const tcp::endpoint& endpoint, handlers h);
+  admin_server(asio::io_context& io, const tcp::endpoint& endpoint, bounds b, handlers h);
   /// The bound endpoint (port 0 resolved).
   tcp::endpoint endpoint() const { return acceptor_.local_endpoint(); }
   /// Starts accepting.
@@ -51,9 +58,20 @@ class admin_server {
   /// Stops accepting.
   void stop();
 
+  /// Connections refused at max_connections so far.
+  std::uint64_t refused() const noexcept { return refused_; }
+
  private:
-  tcp::acceptor acceptor_;  ///< the admin socket
-  handlers handlers_;       ///< endpoint bodies
+  /// Accepts until stopped.
+  asio::awaitable<void> accept_loop();
+  /// Serves one operator's connection.
+  asio::awaitable<void> serve(tcp::socket socket);
+
+  tcp::acceptor acceptor_;     ///< the admin socket
+  bounds bounds_;              ///< connection cap and timeout
+  handlers handlers_;          ///< endpoint bodies
+  std::uint32_t open_ = 0;     ///< connections being served
+  std::uint64_t refused_ = 0;  ///< refused at the cap
 };
 
 }  // namespace tollgate::net

@@ -1,5 +1,6 @@
 #include "gateway/net/server.hpp"
 
+#include "gateway/net/accept_failures.hpp"
 #include "gateway/net/session.hpp"
 
 #include <spdlog/spdlog.h>
@@ -59,14 +60,22 @@ core::address to_address(const tcp::endpoint& ep) noexcept {
 
 task<void> accept_loop(worker& w, tcp_acceptor& acceptor, const listener_info& l) {
   tcp::endpoint peer_endpoint;
+  accept_failures failures;
   for (;;) {
     auto [ec, socket] = co_await acceptor.async_accept(peer_endpoint, use_tuple);
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;  // stopping
     if (ec) {
-      // Out of descriptors or a connection reset before accept: back off briefly, go on.
-      spdlog::warn("accept on {}: {}", l.name, ec.message());
-      timer pause(acceptor.get_executor(), std::chrono::milliseconds(10));
-      co_await pause.async_wait(use_tuple);
+      // Out of descriptors: an idle keep-alive connection gives one back if there is one;
+      // otherwise the loop pauses (see accept_failures) rather than spin on the backlog.
+      if (accept_failures::out_of_resources(ec) && w.idle.close_oldest()) {
+        w.counters.idle_closed[l.metric].add();
+        continue;
+      }
+      const auto pause = failures.note(ec, l.name);
+      if (pause.count() > 0) {
+        timer wait(acceptor.get_executor(), pause);
+        co_await wait.async_wait(use_tuple);
+      }
       continue;
     }
     const core::address peer = to_address(peer_endpoint);
@@ -78,24 +87,40 @@ task<void> accept_loop(worker& w, tcp_acceptor& acceptor, const listener_info& l
       }
       w.counters.idle_closed[l.metric].add();
     }
-    address_slot slot;
+    client_places places;
+    // Behind a PROXY protocol listener the peer is the balancer: the session takes the places
+    // of the client its header names.
     if (!l.proxy_protocol) {
-      // Behind a PROXY protocol listener the peer is the balancer: the session takes the slot
-      // of the client its header names.
-      const auto key = address_slots::key_of(peer);
-      if (!w.per_address->try_take(key, w.current->config.limits.max_connections_per_address)) {
-        refuse(w, socket, l, metrics::refusal::per_address, peer);
+      if (const auto full = take_places(w, peer, places)) {
+        refuse(w, socket, l, *full, peer);
         continue;
       }
-      slot = address_slot(*w.per_address, key);
     }
     // Only that one connection is lost if its session throws.
-    asio::co_spawn(w.io, run_session(w, std::move(socket), l, peer, std::move(slot)),
+    asio::co_spawn(w.io, run_session(w, std::move(socket), l, peer, std::move(places)),
                    log_exception("a session on " + l.name));
   }
 }
 
 }  // namespace
+
+std::optional<metrics::refusal> take_places(worker& w, const core::address& client,
+                                            client_places& places) {
+  const auto& config = w.current->config;
+  if (core::in_any(config.trusted_proxies, client)) return std::nullopt;
+  const auto key = address_slots::key_of(client);
+  if (!w.per_address->try_take(key, config.limits.max_connections_per_address)) {
+    return metrics::refusal::per_address;
+  }
+  places.address = address_slot(*w.per_address, key);
+  const auto network = address_slots::network_key_of(client);
+  if (!w.per_network->try_take(network, config.limits.max_connections_per_network)) {
+    places.address = {};
+    return metrics::refusal::per_network;
+  }
+  places.network = address_slot(*w.per_network, network);
+  return std::nullopt;
+}
 
 void refuse(worker& w, tcp_socket& socket, const listener_info& l, metrics::refusal why,
             const core::address& peer) {
@@ -114,6 +139,11 @@ void refuse(worker& w, tcp_socket& socket, const listener_info& l, metrics::refu
         "listener {}: refused {} connection(s); the last from {}, which has {} open "
         "(max_connections_per_address)",
         l.name, w.refusals_unlogged, peer.to_string(), limits.max_connections_per_address);
+  } else if (why == metrics::refusal::per_network) {
+    spdlog::warn(
+        "listener {}: refused {} connection(s); the last from {}, whose network has {} open "
+        "(max_connections_per_network)",
+        l.name, w.refusals_unlogged, peer.to_string(), limits.max_connections_per_network);
   } else {
     spdlog::warn(
         "listener {}: refused {} connection(s); the last from {}: {} open on this worker "
@@ -125,7 +155,7 @@ void refuse(worker& w, tcp_socket& socket, const listener_info& l, metrics::refu
 }
 
 server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, unsigned workers,
-               metrics::registry& metrics)
+               std::uint32_t max_connections, metrics::registry& metrics)
     : metrics_(metrics), shared_(shared), initial_(std::move(initial)) {
   for (unsigned i = 0; i < std::max(1u, workers); ++i) {
     workers_.push_back(std::make_unique<worker>(shared_));
@@ -133,10 +163,11 @@ server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, un
     shared_.store.attach(workers_.back()->index, workers_.back()->io);
     workers_.back()->adopt(initial_);
     workers_.back()->per_address = &per_address_;
+    workers_.back()->per_network = &per_network_;
     workers_.back()->tunnels_per_address = &tunnels_per_address_;
     // Like nginx's worker_connections: each worker holds its share of the limit.
-    const auto total = initial_->config.limits.max_connections;
-    workers_.back()->max_connections = (total + std::max(1u, workers) - 1) / std::max(1u, workers);
+    const unsigned n = std::max(1u, workers);
+    workers_.back()->max_connections = (max_connections + n - 1) / n;
   }
   acceptors_.resize(workers_.size());
 }

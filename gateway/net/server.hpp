@@ -17,9 +17,10 @@ namespace tollgate::net {
 /// Thread safety: construct, bind and run from one thread; publish and stop from any.
 class server {
  public:
-  /// `workers` threads serving `initial`, sharing `shared`.
+  /// `workers` threads serving `initial`, sharing `shared`, with at most `max_connections`
+  /// client connections (limits.max_connections, or fewer when descriptors are short).
   server(std::shared_ptr<const snapshot> initial, shared_state& shared, unsigned workers,
-         metrics::registry& metrics);
+         std::uint32_t max_connections, metrics::registry& metrics);
   ~server();
 
   /// Binds every listener of the initial snapshot on every worker; throws on failure.
@@ -49,10 +50,11 @@ class server {
   /// Open connections per client, across workers; before workers_, whose sessions hold slots
   /// until their io_contexts are destroyed.
   address_slots per_address_;
-  address_slots tunnels_per_address_;  ///< open WebSockets per client and category
-  std::vector<std::unique_ptr<worker>> workers_;              ///< one per thread
-  std::vector<std::vector<listening>> acceptors_;             ///< per worker
-  std::vector<listener_info> infos_;                          ///< per listener
+  address_slots per_network_;                      ///< open connections per client network
+  address_slots tunnels_per_address_;              ///< open WebSockets per client and category
+  std::vector<std::unique_ptr<worker>> workers_;   ///< one per thread
+  std::vector<std::vector<listening>> acceptors_;  ///< per worker
+  std::vector<listener_info> infos_;               ///< per listener
   std::vector<std::pair<std::string, tcp::endpoint>> bound_;  ///< per listener
   std::vector<std::thread> threads_;                          ///< one per worker
 };

@@ -471,6 +471,14 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   if (const std::string_view fault = head_fault(*r.parser, r.has_host); !fault.empty()) {
     return refuse_head(r, sc, http::status::bad_request, problem_body(400, "Bad Request", fault));
   }
+  for (const std::string& name : snap.policy.key_headers()) {
+    if (req.count(name) > 1) {
+      return refuse_head(
+          r, sc, http::status::bad_request,
+          problem_body(400, "Bad Request",
+                       "the header " + name + ", which keys a rate limit, is sent more than once"));
+    }
+  }
   r.upgrade = is_websocket_upgrade(*r.parser);
   if (r.upgrade && (r.parser->chunked() || r.parser->content_length().value_or(0) > 0)) {
     return refuse_head(r, sc, http::status::bad_request,
@@ -483,9 +491,8 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   // A preflight asks for the method its script will send: it is routed as that request will
   // be, so that the category answering it (and its CORS) is the one the request meets.
   const bool preflight = is_preflight(req);
-  const std::string_view method = preflight
-                                      ? sv(req[http::field::access_control_request_method])
-                                      : sv(req.method_string());
+  const std::string_view method =
+      preflight ? sv(req[http::field::access_control_request_method]) : sv(req.method_string());
   r.route = &snap.router.match({method, sc.path, &header_of, &req.base()});
   r.client = client_address_of(req.base(), peer, snap.config.trusted_proxies);
   const auto& category = *r.route->category;
@@ -684,18 +691,16 @@ task<bool> collect_slow_head(worker& w, deadline_watch& watch,
 /// Phase 1, once per connection: the PROXY protocol header (and with it the client's place
 /// under the per-address cap), then the TLS handshake. False when the connection is to close.
 task<bool> open_connection(worker& w, deadline_watch& watch, connection_scratch& sc,
-                           core::address& peer, const listener_info& l, address_slot& slot,
+                           core::address& peer, const listener_info& l, client_places& places,
                            std::shared_ptr<asio::ssl::context>& tls_context) {
   const auto header_timeout = w.current->config.limits.header_timeout;
   if (l.proxy_protocol) {
     if (!co_await read_proxy_header(watch, sc.buffer, header_timeout, peer)) co_return false;
-    // The client is known now: its place under the per-address cap.
-    const auto key = address_slots::key_of(peer);
-    if (!w.per_address->try_take(key, w.current->config.limits.max_connections_per_address)) {
-      refuse(w, watch.client, l, metrics::refusal::per_address, peer);
+    // The client is known now: its places under the connection caps.
+    if (const auto full = take_places(w, peer, places)) {
+      refuse(w, watch.client, l, *full, peer);
       co_return false;
     }
-    slot = address_slot(*w.per_address, key);
   }
   if (!l.tls) co_return true;
   // TLS begins after the PROXY header; the handshake shares the header's timeout. The context
@@ -785,8 +790,7 @@ tunnel_setup hand_over(worker& w, std::unique_ptr<connection_scratch>& sc) {
     const auto& req = r.parser->get();
     setup.log = tunnel_setup::log_fields{
         r.client.to_string(), std::string(sv(req.method_string())), std::string(sv(req.target())),
-        category.name,
-        r.snap->config.logging.format == config::logging_config::log_format::json};
+        category.name, r.snap->config.logging.format == config::logging_config::log_format::json};
   }
   sc->buffer.clear();
   w.scratch.give(std::move(sc));
@@ -795,7 +799,7 @@ tunnel_setup hand_over(worker& w, std::unique_ptr<connection_scratch>& sc) {
 
 /// The request loop of one connection, phase by phase; `watch` bounds every one.
 task<void> serve(worker& w, deadline_watch& watch, core::address peer, const listener_info& l,
-                 address_slot& slot) {
+                 client_places& places) {
   // The connection's scratch, given back to the worker when the session ends (and while it
   // waits between requests).
   struct scratch_holder {
@@ -809,7 +813,7 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
   } held{w, w.scratch.take()};
   std::unique_ptr<connection_scratch>& sc = held.sc;
   std::shared_ptr<asio::ssl::context> tls_context;
-  if (!co_await open_connection(w, watch, *sc, peer, l, slot, tls_context)) co_return;
+  if (!co_await open_connection(w, watch, *sc, peer, l, places, tls_context)) co_return;
   const std::string peer_text = peer.to_string();  // made once for the connection
   // The request in hand lives in the scratch, not in this frame, which every idle connection
   // keeps (and a coroutine per request would cost a frame allocation per request).
@@ -852,7 +856,7 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
 }  // namespace
 
 task<void> run_session(worker& w, tcp_socket socket, const listener_info& l, core::address peer,
-                       address_slot slot) {
+                       client_places places) {
   const worker_count open(w.connections);
   w.counters.connections_opened[l.metric].add();
   struct count_closed {
@@ -884,7 +888,7 @@ task<void> run_session(worker& w, tcp_socket socket, const listener_info& l, cor
     deadline_watch& w;
     ~end_watch() { w.end(); }
   } const ender{*watch};
-  co_await serve(w, *watch, peer, l, slot);
+  co_await serve(w, *watch, peer, l, places);
 }
 
 }  // namespace tollgate::net

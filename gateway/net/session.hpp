@@ -6,10 +6,10 @@
 
 namespace tollgate::net {
 
-/// Serves one client connection from `peer` until it closes, holding `slot` (its place under
-/// the per-address cap; taken by the session itself on PROXY protocol listeners, where the
-/// client is known only from the header); never throws for network errors.
+/// Serves one client connection from `peer` until it closes, holding `places` (under the
+/// connection caps; taken by the session itself on PROXY protocol listeners, where the client
+/// is known only from the header); never throws for network errors.
 task<void> run_session(worker& w, tcp_socket socket, const listener_info& l, core::address peer,
-                       address_slot slot);
+                       client_places places);
 
 }  // namespace tollgate::net

@@ -27,10 +27,10 @@ namespace tollgate::net {
 /// What every worker shares with the others.
 /// Thread safety: every member is thread-safe.
 struct shared_state {
-  store::decision_store& store;  ///< the limiter store
-  const core::clock& clock;      ///< time for decisions and headers
-  policy::pow_state& pow;        ///< challenges, replay cache, violation counters, bans
-  policy::gate gate{pow};        ///< DESIGN §5's order, over `pow`
+  store::decision_store& store;          ///< the limiter store
+  const core::clock& clock;              ///< time for decisions and headers
+  policy::pow_state& pow;                ///< challenges, replay cache, violation counters, bans
+  policy::gate gate{pow};                ///< DESIGN §5's order, over `pow`
   core::log_file* access_log = nullptr;  ///< where access log lines go, when on
 };
 
@@ -71,11 +71,12 @@ struct worker {
   std::uint64_t max_connections = 0;        ///< this worker's share of limits.max_connections
   std::uint32_t index = 0;                  ///< 0..workers-1: its slice of every global limit
   address_slots* per_address = nullptr;     ///< open connections per client, all workers'
+  address_slots* per_network = nullptr;     ///< open connections per client network, likewise
   /// Open WebSocket connections per client and category, all workers'.
   address_slots* tunnels_per_address = nullptr;
-  tunnel_list tunnels;                      ///< this worker's WebSocket tunnels
-  idle_connections idle;                    ///< keep-alive connections between requests
-  scratch_pool scratch;                     ///< buffers of connections with a request
+  tunnel_list tunnels;    ///< this worker's WebSocket tunnels
+  idle_connections idle;  ///< keep-alive connections between requests
+  scratch_pool scratch;   ///< buffers of connections with a request
   /// Refusals not yet logged (logged at most once per interval, so an attack cannot flood
   /// the log; every one is counted in the metrics at once).
   std::uint64_t refusals_unlogged = 0;
@@ -113,5 +114,11 @@ struct worker {
 /// and counts and logs the refusal of `peer`.
 void refuse(worker& w, tcp_socket& socket, const listener_info& l, metrics::refusal why,
             const core::address& peer);
+
+/// Takes `client`'s places under the per-address and per-network connection caps into
+/// `places`, or none for a client inside trusted_proxies (a balancer carries many clients,
+/// bounded by max_connections and their own request limits); the cap that is full, if any.
+std::optional<metrics::refusal> take_places(worker& w, const core::address& client,
+                                            client_places& places);
 
 }  // namespace tollgate::net

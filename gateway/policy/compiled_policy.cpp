@@ -102,6 +102,10 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
             cc.file, lc.line, "categories." + cc.name + ".limits." + lc.name,
             "the state of this limit would share a hash with '" + at->second + "'; rename it");
       }
+      if (s.source == key_source::header &&
+          std::find(key_headers_.begin(), key_headers_.end(), s.key_name) == key_headers_.end()) {
+        key_headers_.push_back(s.key_name);
+      }
       if (s.source == key_source::address) {
         c.by_level[static_cast<std::size_t>(s.address_level)] = static_cast<std::int8_t>(i);
       } else {

@@ -34,7 +34,7 @@ struct category_limits {
   /// WebSocket options (DESIGN §6): the category's, or the defaults when it sets none, since
   /// an operator may route an upgrade to any category.
   config::websocket_config websocket;
-  ws::message_limits messages;  ///< `websocket`'s message limits, compiled
+  ws::message_limits messages;     ///< `websocket`'s message limits, compiled
   std::optional<cors_rules> cors;  ///< CORS, when the gateway owns it for the category
 
   /// The address limit of level `l`, or nullptr.
@@ -69,6 +69,10 @@ class compiled_policy {
   const violation_rules& violations() const noexcept { return violations_; }
   /// The configured address level prefixes.
   const limit::level_prefixes& prefixes() const noexcept { return prefixes_; }
+  /// The names of the headers some limit is keyed on, in lower case, each once: a request
+  /// that sends one of them twice is refused (which value would be charged, and which would
+  /// the upstream read?).
+  const std::vector<std::string>& key_headers() const noexcept { return key_headers_; }
 
   /// The limit set of one request of category `c` from `client` at `now`, charged `cost`. Key
   /// values come from `keys`; a limit whose key the request lacks is left out, and its slot's
@@ -87,6 +91,7 @@ class compiled_policy {
   limit::level_prefixes prefixes_;           ///< address level prefixes
   violation_rules violations_;               ///< reasons by index
   core::siphash_key key_secret_;             ///< keys the hashing of key values
+  std::vector<std::string> key_headers_;     ///< see key_headers
 };
 
 }  // namespace tollgate::policy

@@ -61,17 +61,18 @@ pow_state::pow_state(std::string_view secret, const config::pow_settings& settin
                      const config::pow_counters_config& counters)
     : challenger_(secret),
       replays_(settings.replay_cache_entries),
-      violations_(
-          pow::counter_settings{counters.max_counter, counters.decay_interval.count(),
-                                counters.max_individual_entries, counters.max_network_entries},
-          max_reason_slots),
+      violations_(pow::counter_settings{counters.max_counter, counters.decay_interval.count(),
+                                        counters.max_individual_entries,
+                                        counters.max_network_entries, counters.network_min_sources},
+                  max_reason_slots),
       // Challenges carry their expiry in whole seconds (the wire's unit).
       ttl_(std::max<std::int64_t>(
           1, std::chrono::duration_cast<std::chrono::seconds>(settings.challenge_ttl).count())),
       hash_rate_(static_cast<double>(std::max<std::uint64_t>(1, settings.solver_hash_rate))) {}
 
 std::int64_t pow_state::lifetime(unsigned bits) const noexcept {
-  const double work = std::ceil(std::ldexp(8.0, static_cast<int>(std::min(bits, 64u))) / hash_rate_);
+  const double work =
+      std::ceil(std::ldexp(8.0, static_cast<int>(std::min(bits, 64u))) / hash_rate_);
   const double capped = std::min(work, static_cast<double>(max_lifetime));
   return std::max(ttl_, static_cast<std::int64_t>(capped));
 }

@@ -31,8 +31,10 @@ std::optional<std::int64_t> violation_tables::record(const subject& individual,
                                                      const reason_rule& rule, std::int64_t now) {
   const auto interval = settings_.decay_interval;
   if (rule.network) {
-    network_.update(network, [&](decaying_counter& c) {
-      return c.raise(now, interval, settings_.max_counter);
+    network_.update(network, [&](network_entry& e) {
+      if (enough_sources(e, individual.key, now))
+        e.counter.raise(now, interval, settings_.max_counter);
+      return 0;
     });
   }
   bool ban = false;
@@ -63,6 +65,28 @@ std::optional<std::int64_t> violation_tables::record(const subject& individual,
   });
 }
 
+bool violation_tables::enough_sources(network_entry& e, std::uint64_t source,
+                                      std::int64_t now) const {
+  const auto interval = settings_.decay_interval;
+  const std::size_t wanted = std::max(1u, settings_.network_min_sources);
+  // Sources whose last violation is a decay interval old no longer count.
+  std::erase_if(e.sources, [&](const source_seen& s) { return now - s.last >= interval; });
+  const auto same = std::find_if(e.sources.begin(), e.sources.end(),
+                                 [&](const source_seen& s) { return s.key == source; });
+  if (same != e.sources.end()) {
+    same->last = now;
+  } else if (e.sources.size() < wanted) {
+    e.sources.push_back({source, now});
+  } else {
+    // Full: the longest quiet source makes room (the others are as recent or more).
+    auto oldest = std::min_element(
+        e.sources.begin(), e.sources.end(),
+        [](const source_seen& a, const source_seen& b) { return a.last < b.last; });
+    *oldest = {source, now};
+  }
+  return e.sources.size() >= wanted;
+}
+
 unsigned violation_tables::requirement(const subject& individual, const subject& network,
                                        std::int64_t now) const {
   const auto interval = settings_.decay_interval;
@@ -70,7 +94,7 @@ unsigned violation_tables::requirement(const subject& individual, const subject&
   individual_.find(individual,
                    [&](const individual_entry& e) { n = e.counter.value(now, interval); });
   network_.find(network,
-                [&](const decaying_counter& c) { n = std::max(n, c.value(now, interval)); });
+                [&](const network_entry& e) { n = std::max(n, e.counter.value(now, interval)); });
   return n;
 }
 
@@ -131,7 +155,8 @@ violation_tables::client_view violation_tables::describe(const subject& individu
     for (std::size_t i = 0; i < e.reasons.size() && i < reasons_; ++i)
       v.reasons[i] = e.reasons[i].value(now, interval);
   });
-  network_.find(network, [&](const decaying_counter& c) { v.network = c.value(now, interval); });
+  network_.find(network,
+                [&](const network_entry& e) { v.network = e.counter.value(now, interval); });
   bans_.find(individual, [&](const ban_entry& b) {
     v.bans = b.bans;
     if (b.until > now) v.banned_until = b.until;

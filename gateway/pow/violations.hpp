@@ -18,6 +18,9 @@ struct counter_settings {
   std::int64_t decay_interval = 3600'000'000'000;  ///< one down per interval
   std::size_t max_individual = 50'000;             ///< individual entries kept
   std::size_t max_network = 10'000;                ///< network entries kept
+  /// Distinct individual addresses whose violations within one decay interval a network
+  /// counter needs before it rises (1: every violation raises it).
+  unsigned network_min_sources = 3;
 };
 
 /// What one violation reason does.
@@ -48,7 +51,9 @@ class violation_tables {
 
   /// Records a violation of reason `reason` (a slot below `reasons`; others raise the
   /// counters only) under `rule` by the client whose keys are
-  /// `individual` and `network`, at `now`. Returns the end of the ban it caused, if any.
+  /// `individual` and `network`, at `now`. The network counter rises only once the network
+  /// has violations from `network_min_sources` distinct individual addresses within one decay
+  /// interval. Returns the end of the ban it caused, if any.
   std::optional<std::int64_t> record(const subject& individual, const subject& network,
                                      std::size_t reason, const reason_rule& rule, std::int64_t now);
 
@@ -106,6 +111,18 @@ class violation_tables {
     decaying_counter counter;               ///< the individual level's counter
     std::vector<decaying_counter> reasons;  ///< per reason, toward its ban threshold
   };
+  /// An individual address that violated in a network, and when it last did.
+  struct source_seen {
+    std::uint64_t key = 0;  ///< the individual key
+    std::int64_t last = 0;  ///< its latest violation (ns)
+  };
+  struct network_entry {
+    decaying_counter counter;          ///< the network level's counter
+    std::vector<source_seen> sources;  ///< at most network_min_sources, the most recent
+  };
+  /// Notes `source`'s violation at `now` in `e`; whether the network has had violations from
+  /// network_min_sources distinct addresses within the decay interval, this one included.
+  bool enough_sources(network_entry& e, std::uint64_t source, std::int64_t now) const;
   struct ban_entry {
     std::int64_t until = 0;  ///< end of the current or last ban
     unsigned bans = 0;       ///< bans so far (each doubles the next)
@@ -113,7 +130,7 @@ class violation_tables {
   counter_settings settings_;
   std::size_t reasons_;
   lru_map<individual_entry> individual_;
-  lru_map<decaying_counter> network_;
+  lru_map<network_entry> network_;
   lru_map<ban_entry> bans_;
 };
 

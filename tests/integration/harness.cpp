@@ -180,15 +180,17 @@ std::uint64_t echo_server::requests() {
 }
 
 gateway::gateway(const std::string& gateway_yaml, const std::string& policy_yaml,
-                 std::uint16_t echo_port)
+                 std::uint16_t echo_port, std::vector<std::string> launcher)
     : echo(echo_port) {
   static std::atomic<int> counter{0};
   dir = std::filesystem::temp_directory_path() /
         ("tollgate-it-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
   std::filesystem::create_directories(dir);
   write(gateway_yaml, policy_yaml);
-  process = std::make_unique<child>(
-      std::vector<std::string>{built("tollgate"), "--config", (dir / "gateway.yaml").string()});
+  for (const auto& word :
+       {built("tollgate"), std::string("--config"), (dir / "gateway.yaml").string()})
+    launcher.push_back(word);
+  process = std::make_unique<child>(std::move(launcher));
   port = port_after(process->wait_for_line("listening on public"), "listening on public");
   admin_port = port_after(process->wait_for_line("admin listening on"), "admin listening on");
 }
@@ -275,13 +277,20 @@ redis_server::~redis_server() {
 
 void redis_server::start() {
   std::vector<std::string> argv = {"/usr/bin/redis-server",
-                                   "--port", std::to_string(port),
-                                   "--bind", "127.0.0.1",
-                                   "--save", "",
-                                   "--appendonly", "no",
-                                   "--daemonize", "no",
-                                   "--dir", dir.string(),
-                                   "--enable-debug-command", "local"};
+                                   "--port",
+                                   std::to_string(port),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--daemonize",
+                                   "no",
+                                   "--dir",
+                                   dir.string(),
+                                   "--enable-debug-command",
+                                   "local"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   process = std::make_unique<child>(argv);
   process->wait_for_line("Ready to accept connections");
@@ -304,7 +313,8 @@ std::string redis_server::cli(const std::vector<std::string>& args) const {
   argv.insert(argv.end(), args.begin(), args.end());
   std::string out;
   run_with_input(argv, "", out);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r'))
+    out.pop_back();
   return out;
 }
 

@@ -80,7 +80,9 @@ struct echo_server {
 /// A running tollgate with a gateway file and a policy file written for the test.
 struct gateway {
   /// `gateway_yaml` may say {policy} (path of the policy file) and {echo} (host:port).
-  gateway(const std::string& gateway_yaml, const std::string& policy_yaml, std::uint16_t echo_port);
+  /// `launcher`, when given, runs tollgate (e.g. {"prlimit", "--nofile=200:200"}).
+  gateway(const std::string& gateway_yaml, const std::string& policy_yaml, std::uint16_t echo_port,
+          std::vector<std::string> launcher = {});
   ~gateway();
   /// Rewrites the gateway and policy files (same placeholders) and sends SIGHUP; waits for the
   /// log line that says how the reload went and returns it.

@@ -24,7 +24,8 @@ std::string gateway_yaml(std::uint16_t fault_port, const std::string& limits) {
 listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
 admin: { address: 127.0.0.1, port: 0 }
 workers: 1
-limits: { )" + limits + R"( }
+limits: { )" + limits +
+                  R"( }
 upstreams:
   app: { endpoints: ["{echo}"], response_timeout: 2s }
   fault: { endpoints: ["127.0.0.1:{fault}"], response_timeout: 2s, max_failures: 1000 }
@@ -65,6 +66,21 @@ double metric(const gateway& gw, const std::string& prefix) {
   return std::stod(text.substr(space + 1));
 }
 
+/// Whether `done()` holds within five seconds.
+template <class F>
+bool eventually(F done) {
+  for (int i = 0; i < 100; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+/// Whether the metric sample `prefix` reaches `value` within five seconds.
+bool wait_for_metric(const gateway& gw, const std::string& prefix, double value) {
+  return eventually([&] { return metric(gw, prefix) >= value; });
+}
+
 /// Whether the gateway still answers an ordinary request.
 bool serving(const gateway& gw) {
   return request(gw.port, get("/still")).status == 200;
@@ -79,7 +95,8 @@ TEST_CASE("chunk extensions and trailers without end get 400, not unbounded memo
   gateway gw(gateway_yaml(unused.port, default_limits), policy_yaml, echo.port);
   const std::string head = "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
   const std::string mib(1 << 20, 'a');
-  for (const std::string& opening : {std::string("1;x="), std::string("5\r\nhello\r\n0\r\nX-T: ")}) {
+  for (const std::string& opening :
+       {std::string("1;x="), std::string("5\r\nhello\r\n0\r\nX-T: ")}) {
     INFO(opening);
     raw_client c(gw.port);
     c.send(head + opening);
@@ -222,12 +239,11 @@ TEST_CASE("Host: missing on HTTP/1.1, repeated or invalid is 400; HTTP/1.0 gets 
   fault_upstream unused([](int, int) {});
   gateway gw(gateway_yaml(unused.port, default_limits), policy_yaml, echo.port);
   const auto before = echo.requests();
-  for (const char* head : {"GET / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
-                           "GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
-                           "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
-                           "GET / HTTP/1.1\r\nHost: user@evil\r\n\r\n",
-                           "GET / HTTP/1.1\r\nHost: a:80:80\r\n\r\n",
-                           "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n"}) {
+  for (const char* head :
+       {"GET / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: user@evil\r\n\r\n", "GET / HTTP/1.1\r\nHost: a:80:80\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n"}) {
     INFO(head);
     raw_client c(gw.port);
     c.send(head);
@@ -258,8 +274,8 @@ TEST_CASE("max_header_bytes is exact however the head arrives", "[integration][h
     const std::string start = "GET /" + std::string(1500, 'p') + " HTTP/1.1\r\nHost: t\r\nX-Pad: ";
     return start + std::string(size - start.size() - 4, 'v') + "\r\n\r\n";
   };
-  for (const std::size_t split : {std::size_t{0}, std::size_t{1}, std::size_t{700},
-                                  std::size_t{1530}, std::size_t{4000}}) {
+  for (const std::size_t split :
+       {std::size_t{0}, std::size_t{1}, std::size_t{700}, std::size_t{1530}, std::size_t{4000}}) {
     for (const std::size_t size : {std::size_t{4096}, std::size_t{4097}}) {
       INFO("head of " << size << " bytes, first write " << split);
       const std::string head = head_of(size);
@@ -282,9 +298,10 @@ TEST_CASE("an early answer from the upstream reaches the client while it is stil
     std::string rest;
     if (fault_upstream::read_head(fd, rest).empty()) return;
     const std::string body = R"({"error":"too large"})";
-    fault_upstream::write_all(fd, "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\n"
-                                  "Content-Length: " + std::to_string(body.size()) +
-                                      "\r\n\r\n" + body);
+    fault_upstream::write_all(fd,
+                              "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\n"
+                              "Content-Length: " +
+                                  std::to_string(body.size()) + "\r\n\r\n" + body);
     // And closes with the body unread: the kernel resets the connection.
   });
   gateway gw(gateway_yaml(up.port, default_limits), policy_yaml, echo.port);
@@ -304,12 +321,10 @@ TEST_CASE("an early answer from the upstream reaches the client while it is stil
   CHECK(r.body == R"({"error":"too large"})");
 }
 
-TEST_CASE("a request body that trickles below min_body_rate is cut off",
-          "[integration][hostile]") {
+TEST_CASE("a request body that trickles below min_body_rate is cut off", "[integration][hostile]") {
   echo_server echo;
   fault_upstream unused([](int, int) {});
-  gateway gw(gateway_yaml(unused.port,
-                          "body_timeout: 1s, header_timeout: 2s, min_body_rate: 1KiB"),
+  gateway gw(gateway_yaml(unused.port, "body_timeout: 1s, header_timeout: 2s, min_body_rate: 1KiB"),
              policy_yaml, echo.port);
   raw_client c(gw.port);
   c.send("POST /slow HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n");
@@ -326,39 +341,123 @@ TEST_CASE("a request body that trickles below min_body_rate is cut off",
   CHECK(serving(gw));
 }
 
-TEST_CASE("one address holds its connection cap; other addresses are still served",
+TEST_CASE("one address holds its connection cap exactly over two workers; others are served",
           "[integration][hostile]") {
   echo_server echo;
   fault_upstream unused([](int, int) {});
-  gateway gw(gateway_yaml(unused.port, "header_timeout: 5s, max_connections_per_address: 5"),
-             policy_yaml, echo.port);
-  std::vector<std::unique_ptr<raw_client>> slow;
-  for (int i = 0; i < 5; ++i) {
-    slow.push_back(std::make_unique<raw_client>(gw.port, "127.0.0.9"));
-    slow.back()->send("GET / HTTP/1.1\r\n");  // a head that never ends
+  std::string yaml =
+      gateway_yaml(unused.port, "header_timeout: 5s, max_connections_per_address: 5");
+  yaml.replace(yaml.find("workers: 1"), 10, "workers: 2");
+  gateway gw(yaml, policy_yaml, echo.port);
+  // Twelve connections at once, accepted by both workers: exactly five are kept.
+  std::vector<std::unique_ptr<raw_client>> conns;
+  for (int i = 0; i < 12; ++i)
+    conns.push_back(std::make_unique<raw_client>(gw.port, "127.0.0.9"));
+  const std::string refused =
+      "tollgate_connections_refused_total{listener=\"public\",reason=\"per_address\"}";
+  REQUIRE(wait_for_metric(gw, refused, 7));
+  int served = 0;
+  for (auto& c : conns) {
+    if (c->send(get("/held")) && c->read_response(2s).status == 200) ++served;
   }
-  std::this_thread::sleep_for(100ms);
-  {
-    raw_client sixth(gw.port, "127.0.0.9");
-    CHECK(sixth.closed_within(2s));  // refused at once
-  }
+  CHECK(served == 5);
+  CHECK(metric(gw, refused) == 7);
   CHECK(request(gw.port, get("/other"), "127.0.0.10").status == 200);
-  CHECK(metric(gw, "tollgate_connections_refused_total{listener=\"public\",reason=\"per_"
-                   "address\"}") >= 1);
   // A slot is given back however its connection ends.
-  slow.pop_back();
-  std::this_thread::sleep_for(100ms);
-  raw_client again(gw.port, "127.0.0.9");
-  again.send(get("/back"));
-  CHECK(again.read_response().status == 200);
+  conns.clear();
+  REQUIRE(eventually(
+      [&] { return metric(gw, "tollgate_connections_active{listener=\"public\"}") == 0; }));
+  std::vector<std::unique_ptr<raw_client>> again;
+  for (int i = 0; i < 5; ++i) {
+    again.push_back(std::make_unique<raw_client>(gw.port, "127.0.0.9"));
+    again.back()->send(get("/back"));
+  }
+  for (auto& c : again)
+    CHECK(c->read_response().status == 200);
+  CHECK(metric(gw, refused) == 7);
+}
+
+TEST_CASE("the connection caps never count a trusted proxy; its clients are not reset",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream unused([](int, int) {});
+  std::string yaml = gateway_yaml(unused.port,
+                                  "header_timeout: 5s, keepalive_timeout: 30s, "
+                                  "max_connections_per_address: 4, max_connections_per_network: 6");
+  yaml.replace(yaml.find("workers: 1"), 10, "workers: 2");
+  yaml += "trusted_proxies: [127.0.0.1/32]\n";
+  gateway gw(yaml, policy_yaml, echo.port);
+  // The balancer (127.0.0.1) holds 40 keep-alive connections, each for another client.
+  std::vector<std::unique_ptr<raw_client>> balancer;
+  for (int i = 0; i < 40; ++i)
+    balancer.push_back(std::make_unique<raw_client>(gw.port, "127.0.0.1"));
+  int served = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t i = 0; i < balancer.size(); ++i) {
+      const std::string client = "198.51.100." + std::to_string(i + 1);
+      // Half the balancer's entries carry the client's port, as some balancers write them.
+      const std::string entry = client + (i % 2 == 1 ? ":" + std::to_string(40000 + i) : "");
+      balancer[i]->send(get("/via", "X-Forwarded-For: " + entry + "\r\n"));
+      const auto r = balancer[i]->read_response();
+      if (r.status == 200 && r.body.find("[\"X-Real-IP\",\"" + client + "\"]") != std::string::npos)
+        ++served;
+    }
+  }
+  CHECK(served == 80);
+  for (const char* reason : {"per_address", "per_network"}) {
+    CHECK(
+        metric(gw, std::string("tollgate_connections_refused_total{listener=\"public\",reason=\"") +
+                       reason + "\"}") == 0);
+  }
+  // An untrusted address of the same network is still capped (4 of 6 held).
+  std::vector<std::unique_ptr<raw_client>> direct;
+  for (int i = 0; i < 5; ++i)
+    direct.push_back(std::make_unique<raw_client>(gw.port, "127.0.0.7"));
+  CHECK(wait_for_metric(
+      gw, "tollgate_connections_refused_total{listener=\"public\",reason=\"per_address\"}", 1));
+}
+
+TEST_CASE("one network's many addresses hold max_connections_per_network, no more",
+          "[integration][hostile]") {
+  echo_server echo;
+  fault_upstream unused([](int, int) {});
+  std::string yaml = gateway_yaml(unused.port,
+                                  "header_timeout: 5s, max_connections: 1000, "
+                                  "max_connections_per_address: 150, "
+                                  "max_connections_per_network: 20");
+  yaml.replace(yaml.find("workers: 1"), 10, "workers: 2");
+  gateway gw(yaml, policy_yaml, echo.port);
+  // Eight addresses of 127.0.5.0/24, 5 half-sent heads each: 20 held, 20 refused.
+  std::vector<std::unique_ptr<raw_client>> slow;
+  for (int a = 1; a <= 8; ++a) {
+    for (int i = 0; i < 5; ++i) {
+      slow.push_back(std::make_unique<raw_client>(gw.port, "127.0.5." + std::to_string(a)));
+      slow.back()->send("GET / HTTP/1.1\r\n");
+    }
+  }
+  const std::string refused =
+      "tollgate_connections_refused_total{listener=\"public\",reason=\"per_network\"}";
+  REQUIRE(wait_for_metric(gw, refused, 20));
+  // Twenty new clients of other networks are all served.
+  int served = 0;
+  for (int i = 0; i < 20; ++i)
+    served += request(gw.port, get("/new"), "127.0." + std::to_string(10 + i) + ".1").status == 200;
+  CHECK(served == 20);
+  CHECK(metric(gw, refused) == 20);
+  // A place is given back when its connection ends.
+  slow.clear();
+  REQUIRE(eventually(
+      [&] { return metric(gw, "tollgate_connections_active{listener=\"public\"}") == 0; }));
+  CHECK(request(gw.port, get("/back"), "127.0.5.9").status == 200);
 }
 
 TEST_CASE("at max_connections an idle keep-alive connection makes room for a new client",
           "[integration][hostile]") {
   echo_server echo;
   fault_upstream unused([](int, int) {});
-  gateway gw(gateway_yaml(unused.port, "header_timeout: 5s, keepalive_timeout: 30s, "
-                                       "max_connections: 3"),
+  gateway gw(gateway_yaml(unused.port,
+                          "header_timeout: 5s, keepalive_timeout: 30s, "
+                          "max_connections: 3"),
              policy_yaml, echo.port);
   std::vector<std::unique_ptr<raw_client>> idle;
   for (int i = 0; i < 3; ++i) {
@@ -385,8 +484,9 @@ TEST_CASE("at max_connections an idle keep-alive connection makes room for a new
   std::this_thread::sleep_for(200ms);
   raw_client refused(gw.port, "127.0.0.3");
   CHECK(refused.closed_within(2s));
-  CHECK(metric(gw, "tollgate_connections_refused_total{listener=\"public\",reason=\"max_"
-                   "connections\"}") >= 1);
+  CHECK(metric(gw,
+               "tollgate_connections_refused_total{listener=\"public\",reason=\"max_"
+               "connections\"}") >= 1);
 }
 
 TEST_CASE("behind the PROXY protocol the cap counts the client the header names",
@@ -470,9 +570,8 @@ TEST_CASE("a head that trickles in is collected whole, and its body follows",
   fault_upstream unused([](int, int) {});
   gateway gw(gateway_yaml(unused.port, default_limits), policy_yaml, echo.port);
   raw_client c(gw.port);
-  const std::string head =
-      "POST /trickle HTTP/1.1\r\nHost: t\r\nX-Long: " + std::string(300, 'v') +
-      "\r\nContent-Length: 5\r\n\r\n";
+  const std::string head = "POST /trickle HTTP/1.1\r\nHost: t\r\nX-Long: " + std::string(300, 'v') +
+                           "\r\nContent-Length: 5\r\n\r\n";
   // Nine pieces with pauses: each time the gateway finds no end of head and waits (without its
   // scratch) for the rest; the last piece carries the end of the head and the body.
   const std::size_t piece = head.size() / 9;

@@ -166,12 +166,20 @@ TEST_CASE("each failed proof gets its reason, and failures count against the net
   CHECK(reason_of(ch + ":" + weak_nonce(ch, 4), a) == "insufficient_work");
   CHECK(reason_of(ch + ":" + good, b) == "wrong_client");  // a's challenge from b
 
-  // Five failures raised a's network counter: a third address of that /24, with no
-  // violation of its own, now needs a proof too; b's network does not.
+  // Five failures of a alone do not raise its network's counter (network_min_sources is 3):
+  // a neighbour with no violation of its own needs no proof.
+  CHECK(request(f.gw.port, get("/guarded/x"), "127.0.1.77").status == 200);
+  // Two more addresses of a's /24 fail a proof each: three sources, the counter rises, and
+  // the neighbour now needs a proof too; b's network does not.
+  for (const std::string who : {"127.0.1.6", "127.0.1.7"}) {
+    request(f.gw.port, get("/guarded/x?violation=abuse"), who);
+    const std::string theirs = challenge_for(who);
+    CHECK(reason_of(theirs + ":" + weak_nonce(theirs, 4), who) == "insufficient_work");
+  }
   CHECK(request(f.gw.port, get("/guarded/x"), "127.0.1.77").status == 428);
   CHECK(request(f.gw.port, get("/guarded/x"), "127.0.3.77").status == 200);
   const auto m = metrics_text(f.gw);
-  CHECK(m.find(R"(tollgate_violations_total{reason="pow_failed"} 5)") != std::string::npos);
+  CHECK(m.find(R"(tollgate_violations_total{reason="pow_failed"} 7)") != std::string::npos);
   CHECK(m.find(R"(tollgate_pow_verifications_total{result="bad_signature"} 1)") !=
         std::string::npos);
 
@@ -190,7 +198,7 @@ TEST_CASE("each failed proof gets its reason, and failures count against the net
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   CHECK(reason_of(late + ":" + late_nonce, b) == "expired");
-  CHECK(metrics_text(f.gw).find(R"(tollgate_violations_total{reason="pow_failed"} 5)") !=
+  CHECK(metrics_text(f.gw).find(R"(tollgate_violations_total{reason="pow_failed"} 7)") !=
         std::string::npos);
 }
 

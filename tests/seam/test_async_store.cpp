@@ -113,7 +113,8 @@ categories:
     shared = std::make_unique<net::shared_state>(net::shared_state{store, clock, *pow});
     auto snap = std::make_shared<const net::snapshot>(std::move(cfg), core::siphash_key{1, 2},
                                                       metrics, *pow);
-    server = std::make_unique<net::server>(snap, *shared, 1, metrics);
+    server = std::make_unique<net::server>(snap, *shared, 1, snap->config.limits.max_connections,
+                                           metrics);
     server->bind();
     port = server->bound().front().second.port();
     server->start();

@@ -44,3 +44,22 @@ TEST_CASE("X-Forwarded-For is believed only from trusted proxies", "[client]") {
   // Empty header from a trusted peer: the peer.
   CHECK(decide("10.0.0.2", {}, {"10.0.0.0/8"}) == "10.0.0.2");
 }
+
+TEST_CASE("X-Forwarded-For entries with a port name their address", "[client]") {
+  // Some balancers write the client's port too (issue 21): once garbage, which made the proxy
+  // the client of everyone behind it.
+  CHECK(decide("10.0.0.2", {"203.0.113.1:5678"}, {"10.0.0.0/8"}) == "203.0.113.1");
+  CHECK(decide("10.0.0.2", {"[2001:db8::1]:443"}, {"10.0.0.0/8"}) == "2001:db8::1");
+  CHECK(decide("10.0.0.2", {"[2001:db8::1]"}, {"10.0.0.0/8"}) == "2001:db8::1");
+  CHECK(decide("10.0.0.2", {"1.1.1.1:1, 10.0.0.9:80"}, {"10.0.0.0/8"}) == "1.1.1.1");
+  CHECK(decide("10.0.0.2", {"203.0.113.1:5678, 10.0.0.9"}, {"10.0.0.0/8"}) == "203.0.113.1");
+  // A bare IPv6 address is not read as one with a port.
+  CHECK(decide("10.0.0.2", {"2001:db8::1:443"}, {"10.0.0.0/8"}) == "2001:db8::1:443");
+  // What is not an address and a port is still garbage: the walk stops at the last trusted hop.
+  for (const char* bad :
+       {"203.0.113.1:", "203.0.113.1:123456", "203.0.113.1:80x", "[2001:db8::1]443", "[2001:db8::1",
+        "[203.0.113.1]:80", "2001:db8::1]:443", "[2001:db8::1]:", "203.0.113.1:80:81"}) {
+    INFO(bad);
+    CHECK(decide("10.0.0.2", {bad, "10.0.0.9"}, {"10.0.0.0/8"}) == "10.0.0.9");
+  }
+}

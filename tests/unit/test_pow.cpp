@@ -155,6 +155,7 @@ TEST_CASE("violation counters rise, saturate and decay one per interval", "[pow]
   counter_settings cs;
   cs.max_counter = 3;
   cs.decay_interval = 10 * s;
+  cs.network_min_sources = 1;  // here each violation raises its network's counter
   violation_tables t(cs, 2);
   const subject ind{0xc0000201, 0}, net{0xc00002, 1}, other{0xc0000202, 0};
   const reason_rule both{true, true};
@@ -179,6 +180,41 @@ TEST_CASE("violation counters rise, saturate and decay one per interval", "[pow]
   CHECK(t.requirement(other, net, 200 * s) == 1);
   CHECK(t.describe(other, net, 200 * s).individual == 0);
   CHECK(t.requirement(ind, subject{0xc00003, 1}, 200 * s) == 0);
+}
+
+TEST_CASE("a network counter rises only from network_min_sources distinct addresses", "[pow]") {
+  counter_settings cs;
+  cs.max_counter = 10;
+  cs.decay_interval = 100 * s;
+  cs.network_min_sources = 3;
+  violation_tables t(cs, 1);
+  const subject net{0xc00002, 1}, neighbour{0xc0000299, 0};
+  const subject a{0xc0000201, 0}, b{0xc0000202, 0}, c{0xc0000203, 0};
+  const reason_rule network_only{false, true};
+  // One address, however many violations: its neighbours need nothing.
+  for (int i = 0; i < 50; ++i)
+    t.record(a, net, 0, network_only, 1000 * s + i);
+  CHECK(t.requirement(neighbour, net, 1000 * s + 50) == 0);
+  CHECK(t.requirement(a, net, 1000 * s + 50) == 0);
+  // A second one: still nothing. The third raises the counter by one, and from then on each
+  // violation of any of the three raises it.
+  t.record(b, net, 0, network_only, 1001 * s);
+  CHECK(t.requirement(neighbour, net, 1001 * s) == 0);
+  t.record(c, net, 0, network_only, 1002 * s);
+  CHECK(t.requirement(neighbour, net, 1002 * s) == 1);
+  t.record(a, net, 0, network_only, 1003 * s);
+  CHECK(t.requirement(neighbour, net, 1003 * s) == 2);
+  // A source counts for one decay interval after its last violation: at 1101 s, a (1003 s)
+  // and c (1002 s) still count, b (1001 s) does not, so a's violation does not raise it.
+  t.record(a, net, 0, network_only, 1101 * s);
+  CHECK(t.requirement(neighbour, net, 1101 * s) == 2);
+  // Another distinct address within the interval makes three again.
+  t.record(b, net, 0, network_only, 1101 * s + 1);
+  CHECK(t.requirement(neighbour, net, 1101 * s + 1) == 3);
+  // Long after, one address starts from nothing again.
+  for (int i = 0; i < 20; ++i)
+    t.record(c, net, 0, network_only, 5000 * s + i);
+  CHECK(t.requirement(neighbour, net, 5000 * s + 20) == 0);
 }
 
 TEST_CASE("bans after a threshold, doubling to a cap, and lifted", "[pow]") {

@@ -115,9 +115,14 @@ TEST_CASE("the default routes classify as DESIGN section 3 says", "[router]") {
   CHECK(classify("GET", "/ws/bus") == "general");  // no upgrade: not a websocket request
   CHECK(classify("GET", "/ws/crdt/doc-1", {{"upgrade", "websocket"}}) == "websocket");
   CHECK(classify("GET", "/ws/rtdb/x", {{"upgrade", "h2c, websocket"}}) == "websocket");
-  CHECK(classify("GET", "/ws/other", {{"upgrade", "websocket"}}) == "general");
+  // No spelling of a path takes an upgrade out of the websocket category (issue 21).
+  for (const char* spelled : {"/ws/bus/", "/WS/bus", "/ws/bus;x=1", "/Ws/Crdt", "/ws/other", "/"}) {
+    INFO(spelled);
+    CHECK(classify("GET", spelled, {{"upgrade", "websocket"}}) == "websocket");
+  }
   CHECK(classify("GET", "/api/profiles/x") == "general");
-  const auto& def = r.match({"GET", "/", &fake_request::lookup, nullptr});
+  const fake_request none;
+  const auto& def = r.match({"GET", "/", &fake_request::lookup, &none});
   CHECK(def.line == 0);
   CHECK(g.upstreams[def.upstream].name == "app");
 }

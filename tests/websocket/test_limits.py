@@ -94,6 +94,28 @@ class Limits(h.GatewayCase):
         self.assertEqual(d("tollgate_websocket_messages_total", category="ws_close", direction="from_client"), 5)
         self.assertEqual(d("tollgate_websocket_closes_total", code="1008", by="gateway"), 1)
 
+    async def test_a_category_without_websocket_options_meters_with_the_defaults(self):
+        # /elsewhere falls to the default route (general), which has no websocket options:
+        # the tunnel still gets the built-in 50/s, burst 100, close (issue 21: a path spelled
+        # outside the websocket routes once relayed every message).
+        await self.quiet()
+        m0 = self.gw.metrics()
+        before = self.echo.stats()["ws_messages"]
+        async with self.connect("/elsewhere/bus", compression=None) as ws:
+            for i in range(110):  # back to back: far inside one 20 ms emission interval each
+                await ws.send(f"m{i}")
+            code, _, received = await h.closed_with(ws)
+        self.assertEqual(code, 1008)
+        self.assertGreaterEqual(len(received), 100)
+        self.assertLess(len(received), 110)
+        await self.quiet()
+        relayed = self.echo.stats()["ws_messages"] - before
+        self.assertEqual(relayed, len(received))
+        m1 = self.gw.metrics()
+        d = lambda name, **l: m1.value(name, **l) - m0.value(name, **l)
+        self.assertEqual(d("tollgate_websocket_messages_limited_total", category="general", action="close"), 1)
+        self.assertEqual(d("tollgate_websocket_messages_total", category="general", direction="from_client"), relayed)
+
     async def test_on_excess_close_refills_at_the_rate(self):
         # 5 at once, then one every 200 ms: paced at 4/s, 10 messages pass.
         async with self.connect("/ws/close/b", compression=None) as ws:
