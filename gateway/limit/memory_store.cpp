@@ -15,15 +15,16 @@ struct located {
   std::uint64_t key;        ///< the key stored (a global limit's: its slice)
 };
 
-/// Whether every enforced tier that rejected `d` belongs to a sliced global limit, so that
-/// another slice may still admit the request.
-bool only_slices_rejected(const limit_request& req, const decision& d) noexcept {
+/// Whether an enforced tier of a sliced global limit rejected `d`: another slice may still
+/// have room, and then the request is either admitted there or the global limit is not what
+/// binds it.
+bool a_slice_rejected(const limit_request& req, const decision& d) noexcept {
   for (std::uint8_t i = 0; i < d.count; ++i) {
     const limit_outcome& o = d.limits[i];
     const limit_spec& s = *req.groups[o.group].spec;
-    if (o.wait > 0 && !s.shadow && s.source != key_source::global) return false;
+    if (o.wait > 0 && !s.shadow && s.source == key_source::global) return true;
   }
-  return true;
+  return false;
 }
 
 }  // namespace
@@ -60,13 +61,15 @@ void memory_store::prepare(const limit_request& req) noexcept {
 decision memory_store::decide(const limit_request& req) noexcept {
   // A worker's index is below the slice count: no division on the way.
   const std::uint32_t home = req.home < slices_ ? req.home : req.home % slices_;
-  decision d = decide_once(req, home);
-  if (slices_ == 1 || d.admitted || !only_slices_rejected(req, d)) return d;
+  const decision d = decide_once(req, home);
+  if (slices_ == 1 || d.admitted || !a_slice_rejected(req, d)) return d;
   // This worker's slice of a global limit is spent: the others may have room. Each attempt is
-  // atomic on its own and a rejected one commits nothing, so trying them in turn is safe.
+  // atomic on its own and a rejected one commits nothing, so trying them in turn is safe. A
+  // slice with room either admits the request, or leaves its rejection to the other limits,
+  // which then bind: a global limit binds only when the whole of it rejects.
   for (std::uint32_t k = 1; k < slices_; ++k) {
-    d = decide_once(req, (home + k) % slices_);
-    if (d.admitted || !only_slices_rejected(req, d)) break;
+    const decision other = decide_once(req, (home + k) % slices_);
+    if (other.admitted || !a_slice_rejected(req, other)) return other;
   }
   return d;
 }

@@ -44,16 +44,16 @@ constexpr std::size_t kept_pending = 4096;
 /// One direction of a tunnel: where its bytes are in the frame they belong to, and what it
 /// owes its receiver.
 struct direction {
-  ws::frame_splitter frames;  ///< the sender's stream, frame by frame
+  ws::frame_splitter frames;                            ///< the sender's stream, frame by frame
   ws::frame_action action = ws::frame_action::forward;  ///< what becomes of the current frame
   /// The current frame is a close frame: its first two payload bytes (the code) are read.
   bool reading_close = false;
-  std::uint8_t code_bytes = 0;         ///< of the code read so far
-  std::array<std::uint8_t, 2> code{};  ///< the close code, unmasked
-  std::array<std::uint8_t, 4> mask{};  ///< the current frame's mask (client frames)
+  std::uint8_t code_bytes = 0;             ///< of the code read so far
+  std::array<std::uint8_t, 2> code{};      ///< the close code, unmasked
+  std::array<std::uint8_t, 4> mask{};      ///< the current frame's mask (client frames)
   std::vector<asio::const_buffer> pieces;  ///< what one read gives the receiver
-  std::string pending;  ///< bytes a write that could not complete at once still owes
-  std::string own;      ///< a close frame of the gateway's own, sent this way
+  std::string pending;      ///< bytes a write that could not complete at once still owes
+  std::string own;          ///< a close frame of the gateway's own, sent this way
   bool close_sent = false;  ///< a close frame went this way (relayed or the gateway's)
   bool close_seen = false;  ///< the sender answered a close
   bool own_sent = false;    ///< the close that went this way was the gateway's
@@ -94,32 +94,32 @@ struct tunnel final : tunnel_list::member {
         log(std::move(s.log)) {}
 
   worker& w;
-  deadline_watch& watch;                    ///< the client connection's
-  std::unique_ptr<upstream_connection> up;  ///< the upstream connection
-  ws::client_meter meter;                   ///< the client's messages
-  std::uint16_t metric;                     ///< the category's label index
-  std::chrono::nanoseconds idle;            ///< idle_timeout
-  clock::time_point lifetime_end;           ///< max_lifetime from the start
-  clock::time_point idle_end;               ///< the last activity + idle
-  clock::time_point write_end = clock::time_point::max();  ///< a blocked write's deadline
-  clock::time_point close_end = clock::time_point::max();  ///< closing: the peers' deadline
+  deadline_watch& watch;                                    ///< the client connection's
+  std::unique_ptr<upstream_connection> up;                  ///< the upstream connection
+  ws::client_meter meter;                                   ///< the client's messages
+  std::uint16_t metric;                                     ///< the category's label index
+  std::chrono::nanoseconds idle;                            ///< idle_timeout
+  clock::time_point lifetime_end;                           ///< max_lifetime from the start
+  clock::time_point idle_end;                               ///< the last activity + idle
+  clock::time_point write_end = clock::time_point::max();   ///< a blocked write's deadline
+  clock::time_point close_end = clock::time_point::max();   ///< closing: the peers' deadline
   clock::time_point answer_end = clock::time_point::max();  ///< see answer_timeout
   bool answer_late = false;  ///< the upstream did not answer the gateway's close in time
   /// Wake a pump waiting to read (a cancellation of that read only: a write in progress in
   /// the other direction on the same socket is left alone).
   asio::cancellation_signal wake_client_read, wake_upstream_read;
-  address_slot place;                   ///< under max_connections_per_address
-  direction from_client;                ///< client -> upstream
-  direction from_upstream;              ///< upstream -> client
-  std::uint16_t own_code = 0;           ///< the gateway's close code, once it closes
-  bool counted = false;                 ///< the close was counted
-  bool upstream_pump_done = false;      ///< the upstream -> client coroutine has returned
+  address_slot place;               ///< under max_connections_per_address
+  direction from_client;            ///< client -> upstream
+  direction from_upstream;          ///< upstream -> client
+  std::uint16_t own_code = 0;       ///< the gateway's close code, once it closes
+  bool counted = false;             ///< the close was counted
+  bool upstream_pump_done = false;  ///< the upstream -> client coroutine has returned
   std::unique_ptr<std::array<char, 16 * 1024>> tls_in;  ///< TLS reads (plain: the worker's)
-  timer joined{w.io.get_executor()};    ///< wakes the tunnel when that coroutine returns
+  timer joined{w.io.get_executor()};            ///< wakes the tunnel when that coroutine returns
   std::optional<tunnel_setup::log_fields> log;  ///< see tunnel_setup::log
-  std::array<std::uint64_t, 2> messages{};  ///< relayed, by direction (the access log)
-  closer closed_by = closer::client;        ///< who closed first (the access log)
-  std::uint16_t close_code = ws::abnormal;  ///< with which code
+  std::array<std::uint64_t, 2> messages{};      ///< relayed, by direction (the access log)
+  closer closed_by = closer::client;            ///< who closed first (the access log)
+  std::uint16_t close_code = ws::abnormal;      ///< with which code
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
   /// Moves the client's deadline to the earliest of what bounds the tunnel now.
@@ -172,6 +172,9 @@ struct tunnel final : tunnel_list::member {
     auto& t = *static_cast<tunnel*>(self);
     const auto now = clock::now();
     if (now >= t.close_end || now >= t.write_end) {
+      // The gateway ends it: a peer that did not take a write, or did not finish a close
+      // handshake, in time (unless a close frame was counted first).
+      t.count_close(closer::gateway, ws::abnormal);
       t.drop();
       return;
     }
@@ -260,7 +263,6 @@ ws::frame_action on_header(tunnel& t, direction& d, bool from_client, const ws::
   d.action = action;
   return action;
 }
-
 
 /// Walks the frames in `n` bytes at `p` from one side, collecting in `d.pieces` what its
 /// receiver gets.
@@ -457,7 +459,8 @@ task<void> run_tunnel(worker& w, deadline_watch& watch, tunnel_setup setup) {
   } const leaving{t};
   // Bytes that came with the handshake go first, each to its receiver.
   if (!setup.from_client.empty()) {
-    take_bytes(t, t.from_client, true, reinterpret_cast<const std::uint8_t*>(setup.from_client.data()),
+    take_bytes(t, t.from_client, true,
+               reinterpret_cast<const std::uint8_t*>(setup.from_client.data()),
                setup.from_client.size());
     if (!t.from_client.pieces.empty() && co_await deliver(t, t.from_client, t.up->socket)) t.drop();
   }

@@ -33,11 +33,14 @@ constexpr auto use_tuple = asio::as_tuple(asio::deferred);
 /// The link's own calls.
 enum own_call : std::uint8_t { not_own = 0, own_auth = 1, own_refund = 2, own_script = 3 };
 
-
 class link_impl final : public link {
  public:
   link_impl(asio::io_context& io, link_options o, link_events& events)
-      : io_(io), o_(std::move(o)), events_(events), calls_timer_(io), wait_(io),
+      : io_(io),
+        o_(std::move(o)),
+        events_(events),
+        calls_timer_(io),
+        wait_(io),
         jitter_(std::random_device{}()) {}
 
   void start() override {
@@ -105,7 +108,8 @@ class link_impl final : public link {
       resolver.cancel();
       close_socket();
     });
-    auto [rec, results] = co_await resolver.async_resolve(o_.host, std::to_string(o_.port), use_tuple);
+    auto [rec, results] =
+        co_await resolver.async_resolve(o_.host, std::to_string(o_.port), use_tuple);
     if (rec) {
       wait_.cancel();
       co_return "resolve " + where() + ": " + (expired ? "timed out" : rec.message());
@@ -158,7 +162,8 @@ class link_impl final : public link {
   void load_scripts(clock_type::time_point deadline) {
     for (const own_call which : {own_refund, own_script}) {
       std::string cmd;
-      append_command(cmd, {"SCRIPT", "LOAD", which == own_script ? gcra_script() : refund_script()});
+      append_command(cmd,
+                     {"SCRIPT", "LOAD", which == own_script ? gcra_script() : refund_script()});
       pending_call c;
       c.own = which;
       c.deadline = deadline;
@@ -274,7 +279,10 @@ class link_impl final : public link {
     c.sent = clock_type::now();
     if (c.deadline == clock_type::time_point{}) c.deadline = c.sent + o_.timeout;
     fifo_.push_back(std::move(c));
-    if (!timer_armed_ || calls_timer_.expiry() > fifo_.back().deadline) arm_timer();
+    // Sooner than the timer: armed for this call (no scan of the calls on the send path).
+    if (!timer_armed_ || calls_timer_.expiry() > fifo_.back().deadline) {
+      arm_at(fifo_.back().deadline);
+    }
     if (!write_busy_) flush();
   }
 
@@ -284,7 +292,7 @@ class link_impl final : public link {
     writing_.swap(out_);
     write_busy_ = true;
     auto done = [self = shared_from_this(), this, gen = generation_](const error_code& ec,
-                                                                   std::size_t) {
+                                                                     std::size_t) {
       write_busy_ = false;
       writing_.clear();
       if (gen != generation_) return;
@@ -304,24 +312,36 @@ class link_impl final : public link {
     }
   }
 
-  /// Arms the deadline timer for the oldest call still waited for (calls are in send order,
-  /// so their deadlines are too), or for the stall of the oldest one when none is.
+  /// Arms the deadline timer for the earliest deadline of a call still waited for, or for the
+  /// stall of the oldest one when none is sooner.
   void arm_timer() {
     if (fifo_.empty()) return;
     clock_type::time_point at = fifo_.front().deadline + stall_limit();
     for (const pending_call& c : fifo_) {
-      if (c.live) {
-        at = std::min(at, c.deadline);
-        break;
-      }
+      if (c.deadline > at + disorder()) break;  // nothing later can be sooner
+      if (c.live) at = std::min(at, c.deadline);
     }
+    arm_at(at);
+  }
+
+  /// How far deadlines stray from send order. Every call's deadline lies between its sending
+  /// and that plus the longest timeout; a batch's is its earliest decision's (asked, at most,
+  /// one call's wait before the batch was written, so not before that call's deadline).
+  /// Past `t + disorder()` no later call's deadline is before `t`: the scans stop there.
+  std::chrono::nanoseconds disorder() const {
+    return std::max<std::chrono::nanoseconds>(o_.timeout, o_.connect_timeout);
+  }
+
+  /// Arms the deadline timer for `at`; expire() then arms it for what is left.
+  void arm_at(clock_type::time_point at) {
     timer_armed_ = true;
     calls_timer_.expires_at(at);
-    calls_timer_.async_wait([self = shared_from_this(), this, gen = generation_](const error_code& ec) {
-      if (ec || gen != generation_) return;
-      timer_armed_ = false;
-      expire();
-    });
+    calls_timer_.async_wait(
+        [self = shared_from_this(), this, gen = generation_](const error_code& ec) {
+          if (ec || gen != generation_) return;
+          timer_armed_ = false;
+          expire();
+        });
   }
 
   /// A Redis that has not answered its oldest call for this long is taken for gone.
@@ -334,8 +354,8 @@ class link_impl final : public link {
     const auto now = clock_type::now();
     for (std::size_t i = 0; i < fifo_.size(); ++i) {
       pending_call& c = fifo_[i];
-      if (c.deadline > now) break;
-      if (!c.live) continue;
+      if (c.deadline > now + disorder()) break;  // nothing later has passed
+      if (c.deadline > now || !c.live) continue;
       c.live = false;
       if (c.own != not_own) {
         abandon((c.own == own_auth ? "AUTH at " : "SCRIPT LOAD at ") + where() + ": timed out");
@@ -363,19 +383,18 @@ class link_impl final : public link {
   asio::steady_timer calls_timer_;                     ///< deadline of the oldest call
   asio::steady_timer wait_;                            ///< connect deadline, backoff
   std::minstd_rand jitter_;                            ///< backoff jitter
-  std::string closing_why_;     ///< why the connection in hand is being ended
+  std::string closing_why_;       ///< why the connection in hand is being ended
   std::uint64_t generation_ = 0;  ///< connections so far (stale handlers see a newer one)
-  bool ready_ = false;          ///< calls may be made
-  bool connected_ = false;      ///< connected (handshake may still run)
-  bool write_busy_ = false;     ///< a write is in flight
-  bool timer_armed_ = false;    ///< calls_timer_ waits
-  bool reported_down_ = false;  ///< the owner heard that the link is down
+  bool ready_ = false;            ///< calls may be made
+  bool connected_ = false;        ///< connected (handshake may still run)
+  bool write_busy_ = false;       ///< a write is in flight
+  bool timer_armed_ = false;      ///< calls_timer_ waits
+  bool reported_down_ = false;    ///< the owner heard that the link is down
 };
 
 }  // namespace
 
-std::shared_ptr<link> link::make(boost::asio::io_context& io, link_options o,
-                                 link_events& events) {
+std::shared_ptr<link> link::make(boost::asio::io_context& io, link_options o, link_events& events) {
   return std::make_shared<link_impl>(io, std::move(o), events);
 }
 

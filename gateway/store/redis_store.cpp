@@ -61,11 +61,11 @@ const boost::system::error_code unavailable =
 /// with them whatever happens to the connections.
 struct split_decision {
   struct part_state {
-    group_mask groups = 0;           ///< the request's groups in this slot
-    std::uint16_t slot = 0;          ///< their slot
-    std::uint16_t node = no_node;    ///< where the reply came from
-    bool answered = false;           ///< a reply came
-    redis::script_reply reply;       ///< ... and said this
+    group_mask groups = 0;         ///< the request's groups in this slot
+    std::uint16_t slot = 0;        ///< their slot
+    std::uint16_t node = no_node;  ///< where the reply came from
+    bool answered = false;         ///< a reply came
+    redis::script_reply reply;     ///< ... and said this
   };
   const limit::limit_request* req = nullptr;
   limit::decision* out = nullptr;
@@ -98,7 +98,8 @@ class shutdown_hook final : public boost::asio::execution_context::service {
 
  private:
   void shutdown() override {
-    for (auto& f : on_shutdown) f();
+    for (auto& f : on_shutdown)
+      f();
     on_shutdown.clear();
   }
 };
@@ -112,7 +113,8 @@ boost::asio::execution_context::id shutdown_hook::id;
 class redis_store::worker_side final {
  public:
   worker_side(redis_store& store, std::uint32_t index) : store_(store), index_(index) {
-    for (const auto& [host, port] : store_.o_.nodes) add_node(host, port);
+    for (const auto& [host, port] : store_.o_.nodes)
+      add_node(host, port);
     if (cluster()) slots_.assign(slot_count, no_node);
   }
 
@@ -122,7 +124,8 @@ class redis_store::worker_side final {
       std::vector<redis::pending_call> dropped;
       dropped.swap(waiting_);
     });
-    for (auto& n : nodes_) connect(*n);
+    for (auto& n : nodes_)
+      connect(*n);
   }
 
   bool try_decide(const limit::limit_request& req, limit::decision& out) {
@@ -149,7 +152,10 @@ class redis_store::worker_side final {
       // next call together (the first goes at the end of this turn of the event loop), so
       // that under load one script run decides many (a key repeated in a batch is read and
       // written once) at the cost of at most one more round trip.
+      // The timeout runs from now, not from when the batch is written: a decision that waits
+      // for the call before it must not wait a whole timeout more after it.
       waiting_.emplace_back(&req, &out, std::move(done));
+      waiting_.back().deadline = clock_type::now() + store_.o_.timeout;
       if (batches_out_ == 0) schedule_batches();
       return;
     }
@@ -169,7 +175,8 @@ class redis_store::worker_side final {
         if (req.groups[g].spec->source == limit::key_source::address) address_slot = slot;
       }
       std::uint8_t p = 0;
-      while (p < count && parts[p].slot != slot) ++p;
+      while (p < count && parts[p].slot != slot)
+        ++p;
       if (p == count) parts[count++].slot = slot;
       parts[p].groups |= static_cast<group_mask>(1u << g);
     }
@@ -223,8 +230,8 @@ class redis_store::worker_side final {
   bool cluster() const noexcept { return store_.o_.cluster; }
 
   node& add_node(const std::string& host, std::uint16_t port) {
-    nodes_.push_back(std::make_unique<node>(*this, static_cast<std::uint16_t>(nodes_.size()),
-                                            host, port));
+    nodes_.push_back(
+        std::make_unique<node>(*this, static_cast<std::uint16_t>(nodes_.size()), host, port));
     return *nodes_.back();
   }
 
@@ -287,7 +294,11 @@ class redis_store::worker_side final {
       const std::size_t last = std::min(all.size(), first + redis::max_batch);
       b->items.reserve(last - first);
       entries_.clear();
+      // The call's deadline is its most pressed decision's (every item's is its own asking
+      // plus the timeout).
+      auto deadline = clock_type::time_point::max();
       for (std::size_t i = first; i < last; ++i) {
+        deadline = std::min(deadline, all[i].deadline);
         b->items.emplace_back(std::move(all[i]));
         entries_.push_back({b->items.back().req});
       }
@@ -300,6 +311,7 @@ class redis_store::worker_side final {
           redis::pending_call c;
           c.kind = batch;
           c.context = b;
+          c.deadline = deadline;
           why = to->link->call(command_, std::move(c));
           if (why == redis::failure::none) {
             ++batches_out_;
@@ -308,7 +320,8 @@ class redis_store::worker_side final {
         }
       }
       count_failure(why);
-      for (auto& item : b->items) finish_without_redis(item);
+      for (auto& item : b->items)
+        finish_without_redis(item);
     }
   }
 
@@ -344,8 +357,8 @@ class redis_store::worker_side final {
     if (to == nullptr) to = node_for(p.slot);
     redis::failure why = redis::failure::io;
     if (to != nullptr) {
-      redis::build_call(args_, "EVALSHA", redis::gcra_sha(), store_.o_.key_prefix, *split->req,
-                        {}, p.groups);
+      redis::build_call(args_, "EVALSHA", redis::gcra_sha(), store_.o_.key_prefix, *split->req, {},
+                        p.groups);
       command_.clear();
       if (redis::append_command(command_, args_)) {
         c.kind = part;
@@ -376,7 +389,7 @@ class redis_store::worker_side final {
           log_error(std::string_view(reply->str, reply->len));
         }
         return;
-      case slots:
+     case slots:
         if (reply != nullptr) read_slot_map(from, *reply);
         return;
       default:
@@ -422,11 +435,13 @@ class redis_store::worker_side final {
       } else {
         count_error_reply(from, *reply);
       }
-      for (auto& item : b->items) finish_without_redis(item);
+      for (auto& item : b->items)
+        finish_without_redis(item);
       return;
     }
     entries_.clear();
-    for (const auto& item : b->items) entries_.push_back({item.req});
+    for (const auto& item : b->items)
+      entries_.push_back({item.req});
     core::nanos redis_now = 0;
     const bool shaped = redis::read_now(*reply, entries_, redis_now);
     const double latency = std::chrono::duration<double>(clock_type::now() - c.sent).count();
@@ -438,7 +453,8 @@ class redis_store::worker_side final {
         counters.errors[static_cast<std::size_t>(store_error::script)].add();
         log_error("a reply of the wrong shape");
         // Entries after a malformed one cannot be found: all of them by fail_mode.
-        for (; i < b->items.size(); ++i) finish_without_redis(b->items[i]);
+        for (; i < b->items.size(); ++i)
+          finish_without_redis(b->items[i]);
         return;
       }
       redis::assemble(*item.req, r, r.admitted, r.shadow_limited, *item.out);
@@ -508,7 +524,8 @@ class redis_store::worker_side final {
         if ((p.groups >> g & 1) == 0) continue;
         all.tiers[g] = p.reply.tiers[g];
         if (req.groups[g].spec->shadow) {
-          for (const auto& t : p.reply.tiers[g]) shadow_ok &= t.allowed != 0;
+          for (const auto& t : p.reply.tiers[g])
+            shadow_ok &= t.allowed != 0;
         }
       }
     }
@@ -583,8 +600,7 @@ class redis_store::worker_side final {
   void read_slot_map(node& from, const redisReply& r) {
     if (r.type != REDIS_REPLY_ARRAY) {
       spdlog::error("store: CLUSTER SLOTS at {}:{} did not answer a slot map{}", from.host,
-                    from.port,
-                    r.type == REDIS_REPLY_ERROR ? ": " + std::string(r.str, r.len) : "");
+                    from.port, r.type == REDIS_REPLY_ERROR ? ": " + std::string(r.str, r.len) : "");
       return;
     }
     std::vector<std::uint16_t> map(slot_count, no_node);
@@ -592,9 +608,11 @@ class redis_store::worker_side final {
       // A map naming more primaries than any real cluster has is not followed past the cap.
       if (nodes_.size() >= max_nodes && find_node(range.host, range.port) == nullptr) continue;
       const node& n = node_at(range.host, range.port);
-      for (std::size_t slot = range.first; slot <= range.last; ++slot) map[slot] = n.index;
+      for (std::size_t slot = range.first; slot <= range.last; ++slot)
+        map[slot] = n.index;
     }
-    const std::size_t known = slot_count - static_cast<std::size_t>(std::count(map.begin(), map.end(), no_node));
+    const std::size_t known =
+        slot_count - static_cast<std::size_t>(std::count(map.begin(), map.end(), no_node));
     if (!map_known_ || map != slots_) {
       spdlog::info("store: worker {} has the cluster slot map from {}:{} ({} of {} slots served)",
                    index_, from.host, from.port, known, slot_count);
@@ -638,7 +656,8 @@ class redis_store::worker_side final {
         }
         used[i] = true;
       }
-      for (std::size_t i = 0; r && i < nodes_.size(); ++i) r = !used[i] || nodes_[i]->up;
+      for (std::size_t i = 0; r && i < nodes_.size(); ++i)
+        r = !used[i] || nodes_[i]->up;
     }
     ready.store(r, std::memory_order_relaxed);
   }
@@ -681,7 +700,8 @@ class redis_store::worker_side final {
   void count_error_reply(node& from, const redisReply& reply) {
     const std::string_view text(reply.str, reply.len);
     const std::string_view kind = redis::error_kind(text);
-    counters.errors[static_cast<std::size_t>(kind == "oom" ? store_error::oom : store_error::script)]
+    counters
+        .errors[static_cast<std::size_t>(kind == "oom" ? store_error::oom : store_error::script)]
         .add();
     if (kind == "noscript") from.link->reload_script();
     if (kind == "clusterdown" || kind == "redirect") refresh_slot_map();
@@ -696,23 +716,21 @@ class redis_store::worker_side final {
     spdlog::error("store: redis answered a decision with an error: {}", text);
   }
 
-
-
   redis_store& store_;
   std::uint32_t index_;
-  boost::asio::io_context* io_ = nullptr;        ///< this worker's
-  std::vector<std::unique_ptr<node>> nodes_;     ///< servers, by index
-  std::vector<std::uint16_t> slots_;             ///< Cluster: slot -> node index
-  bool map_known_ = false;                       ///< Cluster: slots_ came from CLUSTER SLOTS
-  clock_type::time_point map_asked_{};           ///< when the map was last asked for
-  over_limit_cache cache_;                       ///< keys Redis found over a limit
-  redis::command_args args_;                     ///< the call being built
-  std::vector<redis::batch_entry> entries_;      ///< ... its requests
-  std::vector<redis::pending_call> waiting_;     ///< decisions for the next batch
-  bool flush_posted_ = false;                    ///< send_batches is on its way
-  std::size_t batches_out_ = 0;                  ///< batch calls waiting for their replies
-  std::string command_;                          ///< ... and formatted
-  std::string key_;                              ///< a key being named (its slot)
+  boost::asio::io_context* io_ = nullptr;     ///< this worker's
+  std::vector<std::unique_ptr<node>> nodes_;  ///< servers, by index
+  std::vector<std::uint16_t> slots_;          ///< Cluster: slot -> node index
+  bool map_known_ = false;                    ///< Cluster: slots_ came from CLUSTER SLOTS
+  clock_type::time_point map_asked_{};        ///< when the map was last asked for
+  over_limit_cache cache_;                    ///< keys Redis found over a limit
+  redis::command_args args_;                  ///< the call being built
+  std::vector<redis::batch_entry> entries_;   ///< ... its requests
+  std::vector<redis::pending_call> waiting_;  ///< decisions for the next batch
+  bool flush_posted_ = false;                 ///< send_batches is on its way
+  std::size_t batches_out_ = 0;               ///< batch calls waiting for their replies
+  std::string command_;                       ///< ... and formatted
+  std::string key_;                           ///< a key being named (its slot)
   clock_type::time_point last_error_log_{};
 };
 
@@ -758,10 +776,11 @@ void redis_store::start_decide(const limit::limit_request& req, limit::decision&
   workers_[req.home % workers_.size()]->start_decide(req, out, std::move(done));
 }
 
-std::vector<table_size> redis_store::tracked() const { return fallback_->tracked(); }
+std::vector<table_size> redis_store::tracked() const {
+  return fallback_->tracked();
+}
 
-std::optional<limit_state> redis_store::state_of(const limit::limit_spec& spec,
-                                                 std::uint64_t key) {
+std::optional<limit_state> redis_store::state_of(const limit::limit_spec& spec, std::uint64_t key) {
   return fallback_->state_of(spec, key);
 }
 
@@ -779,7 +798,8 @@ bool redis_store::degraded() const noexcept {
 
 std::vector<const metrics::store_counters*> redis_store::counters() const {
   std::vector<const metrics::store_counters*> out;
-  for (const auto& w : workers_) out.push_back(&w->counters);
+  for (const auto& w : workers_)
+    out.push_back(&w->counters);
   return out;
 }
 

@@ -273,6 +273,47 @@ TEST_CASE("the older spellings identity and global still limit, by those names",
   CHECK(echo.requests() == 3);
 }
 
+TEST_CASE("over two workers a global limit binds only when the whole of it rejects",
+          "[integration][keys]") {
+  const std::string gateway_yaml = R"(
+listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
+admin: { address: 127.0.0.1, port: 0 }
+workers: 2
+upstreams: { app: { endpoints: ["{echo}"] } }
+default_route: { category: shared, upstream: app }
+policies: ["{policy}"]
+)";
+  const std::string policy_yaml = R"(
+categories:
+  shared:
+    limits:
+      identity: { header: X-User, short: { rate: 1/h, burst: 2 } }
+      global: { short: { rate: 1/h, burst: 4 } }
+)";
+  echo_server echo;
+  gateway gw(gateway_yaml, policy_yaml, echo.port);
+  // One keep-alive connection stays on one worker: alice's first two requests spend that
+  // worker's slice of the global limit (2 of 4), and her third is refused by identity while
+  // the other slice still holds 2 (issue 21: it was reported as global).
+  const std::string as_alice = get("/a", "X-User: alice\r\n");
+  const auto alice = exchange(gw.port, as_alice + as_alice + as_alice, 3, "127.0.0.2");
+  CHECK(alice[0].status == 200);
+  CHECK(alice[1].status == 200);
+  CHECK(alice[2].status == 429);
+  CHECK(alice[2].header("x-ratelimit-level") == "identity");
+  CHECK(alice[2].body.find(R"("level":"identity")") != std::string::npos);
+  // The other slice's two go to bob, on one connection (whichever worker it lands on); then
+  // the whole global limit is spent, and it binds.
+  const auto bob = exchange(gw.port, get("/b", "X-User: bob\r\n") + get("/b", "X-User: bob\r\n"), 2,
+                            "127.0.0.3");
+  CHECK(bob[0].status == 200);
+  CHECK(bob[1].status == 200);
+  const auto carol = request(gw.port, get("/c", "X-User: carol\r\n"), "127.0.0.4");
+  CHECK(carol.status == 429);
+  CHECK(carol.header("x-ratelimit-level") == "global");
+  CHECK(echo.requests() == 4);
+}
+
 TEST_CASE("a global limit over two workers admits exactly its burst across many addresses",
           "[integration][keys]") {
   const std::string gateway_yaml = R"(

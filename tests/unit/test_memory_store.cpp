@@ -328,3 +328,36 @@ TEST_CASE("a global limit in slices never over-admits under two threads", "[stor
   b.join();
   CHECK(admitted.load() == 1000);  // exactly the burst: all of it, and no more
 }
+
+TEST_CASE("a global limit binds a rejection only when every slice of it rejects",
+          "[store][global]") {
+  // Issue 21: identity burst 2 and global burst 4 over two slices of 2. One user's first two
+  // requests spend this worker's slice; the third is rejected by identity while the other
+  // slice still has 2: the binding limit is identity, not global.
+  memory_store store({}, 1, 2);
+  const limit_spec identity = keyed("identity", key_source::header, params(1, 3600 * sec, 2), 31);
+  const limit_spec everyone = keyed("global", key_source::global, params(1, 3600 * sec, 4), 32);
+  auto request_of = [&](std::uint64_t user) {
+    limit_request r;
+    r.now = t0;
+    r.home = 0;
+    r.groups[r.group_count++] = {&identity, user};
+    r.groups[r.group_count++] = {&everyone, 0};
+    return r;
+  };
+  const auto alice = request_of(1);
+  CHECK(store.decide(alice).admitted);
+  CHECK(store.decide(alice).admitted);
+  const decision third = store.decide(alice);
+  REQUIRE_FALSE(third.admitted);
+  CHECK(binding_of(alice, third).name == "identity");
+  // The rejection committed nothing: bob takes the other slice's two, then the whole global
+  // limit is spent and it binds.
+  const auto bob = request_of(2);
+  CHECK(store.decide(bob).admitted);
+  CHECK(store.decide(bob).admitted);
+  const auto carol = request_of(3);
+  const decision last = store.decide(carol);
+  REQUIRE_FALSE(last.admitted);
+  CHECK(binding_of(carol, last).name == "global");
+}

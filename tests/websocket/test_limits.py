@@ -377,6 +377,8 @@ class Limits(h.GatewayCase):
 
     async def test_a_client_that_stops_reading_is_dropped_after_idle_timeout(self):
         # README: "a write the peer does not take for this long drops the connection".
+        await self.quiet()
+        m0 = self.gw.metrics()
         raw = await h.RawWs.open(self.gw.port, "/ws/idle/slow", rcvbuf=8192,
                                  headers={"X-Forwarded-For": h.new_client_address()})
         try:
@@ -389,6 +391,12 @@ class Limits(h.GatewayCase):
             self.assertTrue(gone, "a tunnel stuck on a client that does not read stayed")
             self.assertLess(time.monotonic() - start, 3.5)
             self.assertTrue(await h.wait_until(lambda: self.echo.stats()["ws_open"] == 0))
+            # The gateway dropped it (1006), not the client (issue 21: it was counted as a
+            # close by the client).
+            m1 = self.gw.metrics()
+            d = lambda **l: m1.value("tollgate_websocket_closes_total", **l) - m0.value("tollgate_websocket_closes_total", **l)
+            self.assertEqual(d(code="1006", by="gateway"), 1)
+            self.assertEqual(d(code="1006", by="client"), 0)
         finally:
             raw.abort()
 
