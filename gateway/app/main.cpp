@@ -160,6 +160,8 @@ int check_config(const std::string& path) {
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(g.file + ": " + e.what());
     }
+    for (const auto& w : config::coverage_warnings(g.policy))
+      std::fprintf(stderr, "warning: %s\n", w.c_str());
     std::printf("%s: ok (%zu listeners, %zu upstreams, %zu routes, %zu categories)\n", path.c_str(),
                 g.listeners.size(), g.upstreams.size(), g.routes.size(),
                 g.policy.categories.size());
@@ -276,6 +278,8 @@ void reload(const reload_context& r, reload_files files) {
     for (const auto& key : restart_only) {
       spdlog::warn("reload: {} changed; takes effect at restart", key);
     }
+    for (const auto& w : config::coverage_warnings(next->config.policy))
+      spdlog::warn("{}", w);
     r.server.publish(next);
     r.current = std::move(next);
     // spdlog's level is one atomic, read by every logger call: it changes live. Set before the
@@ -389,6 +393,8 @@ int run(const std::string& path) {
   signals.add(SIGUSR1);
   ::pthread_sigmask(SIG_UNBLOCK, &early, nullptr);
   log_summary(current->config, workers);
+  for (const auto& w : config::coverage_warnings(current->config.policy))
+    spdlog::warn("{}", w);
   const app::descriptor_budget fds =
       app::fit_descriptors(current->config, workers, app::raise_descriptor_limit());
   if (fds.max_connections == 0) {

@@ -122,6 +122,8 @@ limits_config read_limits(const yaml_node& n) {
   }
   if (auto v = n.get("max_connections_per_network")) {
     l.max_connections_per_network = static_cast<std::uint32_t>(v->as_uint(1, 1'000'000));
+  } else {
+    l.max_connections_per_network = std::max(l.max_connections_per_address, l.max_connections / 8);
   }
   if (auto v = n.get("min_body_rate")) l.min_body_rate = v->as_size();
   return l;

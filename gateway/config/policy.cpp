@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "gateway/config/yaml_reader.hpp"
+#include "gateway/core/key_block.hpp"
 
 namespace tollgate::config {
 
@@ -248,10 +249,13 @@ cors_config read_cors(const yaml_node& n) {
 }
 
 category_config read_category(const std::string& name, const yaml_node& n, loader& ld) {
-  n.expect_keys({"cost", "mode", "limits", "pow", "status_violations", "websocket", "cors"});
+  n.expect_keys(
+      {"cost", "mode", "limits", "unlimited", "pow", "status_violations", "websocket", "cors"});
   category_config c;
   c.name = name;
   c.file = n.file();
+  c.line = n.key_line();
+  if (auto u = n.get("unlimited")) c.unlimited = u->as_bool();
   std::optional<yaml_node> cost_node = n.get("cost");
   if (cost_node) c.cost = as_u32(*cost_node, 1, max_burst);
   if (auto mode = n.get("mode")) {
@@ -435,6 +439,35 @@ const violation_config* policy_config::violation(const std::string& name) const 
     if (v.name == name) return &v;
   }
   return nullptr;
+}
+
+std::vector<std::string> coverage_warnings(const policy_config& policy) {
+  std::vector<std::string> out;
+  for (const auto& c : policy.categories) {
+    if (c.unlimited || c.shadow) continue;
+    bool global = false, v4 = false, v6 = false;
+    for (const auto& l : c.limits) {
+      if (l.shadow) continue;
+      global |= l.key == core::key_source::global;
+      if (l.key == core::key_source::address) (core::is_v4(l.address_level) ? v4 : v6) = true;
+    }
+    if (global || (v4 && v6)) continue;
+    const std::string where = c.file + ":" + std::to_string(c.line) + ": categories." + c.name;
+    if (!v4 && !v6) {
+      out.push_back(where +
+                    ": limits no request by its address and has no global limit (a keyed limit "
+                    "binds only requests that carry its key): every other request is unlimited; "
+                    "add a limit, or say unlimited: true if that is meant");
+    } else {
+      out.push_back(where +
+                    (v4 ? ": limits IPv4 clients only (no ipv6_subnet or ipv6_provider "
+                          "limit): IPv6 clients are unlimited"
+                        : ": limits IPv6 clients only (no ipv4_individual or ipv4_network "
+                          "limit): IPv4 clients are unlimited") +
+                    "; add a limit for them, or say unlimited: true if that is meant");
+    }
+  }
+  return out;
 }
 
 policy_config load_policies(const std::vector<std::string>& paths) {

@@ -83,7 +83,11 @@ struct category_config {
   bool shadow = false;               ///< mode: shadow: every limit evaluated, none enforced
   std::vector<limit_config> limits;  ///< in file order, address levels among them
   std::string file;                  ///< the policy file that defines it
-  pow_config pow;                    ///< proof-of-work settings
+  int line = 0;                      ///< where in it
+  /// `unlimited: true`: the operator means the requests its limits leave out (a family of
+  /// addresses, or every request) to go unlimited; see coverage_warnings.
+  bool unlimited = false;
+  pow_config pow;                                ///< proof-of-work settings
   std::map<int, std::string> status_violations;  ///< upstream status -> reason
   std::optional<websocket_config> websocket;     ///< WebSocket options
   std::optional<cors_config> cors;               ///< CORS, when the gateway owns it
@@ -136,6 +140,13 @@ struct policy_config {
 /// Why requests of `cost` could never pass category `c` ("cost 10 exceeds burst 5 of
 /// ipv4_individual.short; ..."), or "" when every tier's burst holds it.
 std::string cost_fault(const category_config& c, std::uint32_t cost);
+
+/// The silent traps of `policy`, one line each, "file:line: categories.NAME: ...": a
+/// category that limits only one address family (the other's clients are unlimited) or no
+/// request at all (keyed limits bind only requests that carry their key), unless it says
+/// `unlimited: true` or is in shadow mode. Loading succeeds; --check-config, the start and
+/// every reload print these.
+std::vector<std::string> coverage_warnings(const policy_config& policy);
 
 /// Reads and validates the policy files `paths`, merged in order (a category or violation
 /// defined twice is an error; `levels` and `pow_counters` may appear in one file only).

@@ -55,6 +55,7 @@ std::vector<std::pair<std::string, yaml_node>> yaml_node::entries() const {
     if (!seen.insert(name).second)
       throw error(*file_, key.line(), child_path(name), "duplicate key");
     out.emplace_back(name, yaml_node(it->second, file_, child_path(name)));
+    out.back().second.key_line_ = key.line();
   }
   return out;
 }

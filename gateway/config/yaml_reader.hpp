@@ -32,6 +32,9 @@ class yaml_node {
   const std::string& file() const noexcept { return *file_; }
   /// 1-based line of the node.
   int line() const noexcept;
+  /// 1-based line of the key this node is the value of (from entries()), else line(): a
+  /// block mapping's value starts on the line after its key.
+  int key_line() const noexcept { return key_line_ > 0 ? key_line_ : line(); }
   /// Whether the node is a mapping / sequence / null.
   bool is_map() const noexcept { return node_.IsMap(); }
   bool is_sequence() const noexcept { return node_.IsSequence(); }
@@ -70,6 +73,7 @@ class yaml_node {
   YAML::Node node_;                          ///< the node
   std::shared_ptr<const std::string> file_;  ///< its file
   std::string path_;                         ///< its dotted key path
+  int key_line_ = 0;                         ///< see key_line (0: not known)
 };
 
 /// Parses `path` and returns its root; I/O and syntax errors as `error` with file and line.

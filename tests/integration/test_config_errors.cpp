@@ -124,3 +124,53 @@ TEST_CASE("tollgate --check-config and start-up report an unloadable policy file
         (s.dir / "broken.yaml").string() + ":4: YAML syntax: end of map flow not found");
   CHECK(broken.wait() == 1);
 }
+
+TEST_CASE("a category leaving a family or every request unlimited is reported unless it says so",
+          "[integration]") {
+  scratch s;
+  std::ofstream(s.dir / "traps.yaml")
+      << "categories:\n"
+         "  v4_only:\n"
+         "    limits:\n"
+         "      ipv4_individual: { short: { rate: 1/s, burst: 1 } }\n"
+         "  nothing: { limits: {} }\n"
+         "  meant: { unlimited: true, limits: {} }\n"
+         "  whole:\n"
+         "    limits:\n"
+         "      ipv4_network: { short: { rate: 1/s, burst: 1 } }\n"
+         "      ipv6_provider: { short: { rate: 1/s, burst: 1 } }\n"
+         "  everyone: { limits: { all: { key: global, short: { rate: 1/s, burst: 1 } } } }\n";
+  const std::string file = (s.dir / "traps.yaml").string();
+  const std::string v4_only =
+      file +
+      ":2: categories.v4_only: limits IPv4 clients only (no ipv6_subnet or "
+      "ipv6_provider limit): IPv6 clients are unlimited; add a limit for them, or say "
+      "unlimited: true if that is meant";
+  const std::string nothing =
+      file +
+      ":5: categories.nothing: limits no request by its address and has no global "
+      "limit (a keyed limit binds only requests that carry its key): every other request "
+      "is unlimited; add a limit, or say unlimited: true if that is meant";
+  const std::string path = s.gateway("traps.yaml");
+  {
+    child check({built("tollgate"), "--check-config", path});
+    CHECK(check.wait_for_line("v4_only") == "warning: " + v4_only);
+    CHECK(check.wait_for_line("nothing") == "warning: " + nothing);
+    CHECK(check.wait_for_line(": ok") ==
+          path + ": ok (1 listeners, 1 upstreams, 0 routes, 6 categories)");
+    CHECK(check.wait() == 0);  // a warning, not an error
+    // p.yaml's general has no limits at all: named too. meant (unlimited: true), whole (both
+    // families) and everyone (a global limit) are not.
+    CHECK(check.output().find("p.yaml:1: categories.general: limits no request") !=
+          std::string::npos);
+    CHECK(check.output().find("categories.meant") == std::string::npos);
+    CHECK(check.output().find("categories.whole") == std::string::npos);
+    CHECK(check.output().find("categories.everyone") == std::string::npos);
+  }
+  child start({built("tollgate"), "--config", path});
+  CHECK(start.wait_for_line("categories.v4_only").find("[warning] " + v4_only) !=
+        std::string::npos);
+  CHECK(start.wait_for_line("categories.nothing").find("[warning] " + nothing) !=
+        std::string::npos);
+  start.wait_for_line("listening on public");
+}

@@ -148,7 +148,8 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
       {"categories:\n  Auth: {}\n",
        "p.yaml:2: categories.Auth: invalid category name (use a-z, 0-9, _ and -)"},
       {"categories:\n  auth: { colour: red }\n",
-       "p.yaml:2: categories.auth.colour: unknown key (expected cost, mode, limits, pow, "
+       "p.yaml:2: categories.auth.colour: unknown key (expected cost, mode, limits, unlimited, "
+       "pow, "
        "status_violations, websocket or cors)"},
       {"categories:\n  auth:\n    pow: { base_bits: 30, max_bits: 28 }\n",
        "p.yaml:3: categories.auth.pow: base_bits 30 exceeds max_bits 28"},
