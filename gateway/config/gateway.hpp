@@ -53,9 +53,10 @@ struct limits_config {
   /// Open connections from one client (an IPv4 address, an IPv6 /64); more are closed at once.
   std::uint32_t max_connections_per_address = 256;
   /// Open connections from one client network (an IPv4 /24, an IPv6 /48), so that one
-  /// subscriber's many addresses cannot fill max_connections; more are closed at once. When
-  /// not written: an eighth of max_connections, and never below max_connections_per_address.
-  std::uint32_t max_connections_per_network = 1250;
+  /// subscriber's many addresses cannot fill max_connections; more are closed at once. 0 (not
+  /// written): an eighth of the max_connections in force (lowered when descriptors are
+  /// short), and never below max_connections_per_address.
+  std::uint32_t max_connections_per_network = 0;
   /// A body (request from the client, response from the upstream) must average at least this
   /// many bytes a second once `body_timeout` has passed since it started; 0: no minimum.
   std::uint64_t min_body_rate = 1024;

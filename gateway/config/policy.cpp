@@ -443,6 +443,7 @@ const violation_config* policy_config::violation(const std::string& name) const 
 
 std::vector<std::string> coverage_warnings(const policy_config& policy) {
   std::vector<std::string> out;
+  std::size_t more = 0;
   for (const auto& c : policy.categories) {
     if (c.unlimited || c.shadow) continue;
     bool global = false, v4 = false, v6 = false;
@@ -452,6 +453,10 @@ std::vector<std::string> coverage_warnings(const policy_config& policy) {
       if (l.key == core::key_source::address) (core::is_v4(l.address_level) ? v4 : v6) = true;
     }
     if (global || (v4 && v6)) continue;
+    if (out.size() == max_coverage_warnings) {
+      ++more;  // counted on one last line, not each on a line of its own
+      continue;
+    }
     const std::string where = c.file + ":" + std::to_string(c.line) + ": categories." + c.name;
     if (!v4 && !v6) {
       out.push_back(where +
@@ -466,6 +471,9 @@ std::vector<std::string> coverage_warnings(const policy_config& policy) {
                           "limit): IPv4 clients are unlimited") +
                     "; add a limit for them, or say unlimited: true if that is meant");
     }
+  }
+  if (more > 0) {
+    out.push_back("and " + std::to_string(more) + " more categories like these");
   }
   return out;
 }

@@ -147,6 +147,8 @@ std::string cost_fault(const category_config& c, std::uint32_t cost);
 /// `unlimited: true` or is in shadow mode. Loading succeeds; --check-config, the start and
 /// every reload print these.
 std::vector<std::string> coverage_warnings(const policy_config& policy);
+/// The most categories coverage_warnings names; a last line counts the others.
+inline constexpr std::size_t max_coverage_warnings = 20;
 
 /// Reads and validates the policy files `paths`, merged in order (a category or violation
 /// defined twice is an error; `levels` and `pow_counters` may appear in one file only).

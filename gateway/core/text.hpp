@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -99,5 +100,14 @@ constexpr std::string_view trim(std::string_view s) noexcept {
     s.remove_suffix(1);
   return s;
 }
+
+/// A hash of names for unordered maps keyed by std::string and looked up with a string_view
+/// (with std::equal_to<>): no string is made for a look-up.
+struct name_hash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept {
+    return std::hash<std::string_view>{}(s);
+  }
+};
 
 }  // namespace tollgate::core

@@ -364,6 +364,13 @@ std::string render(const std::vector<const worker_counters*>& workers, const reg
       summed(workers, {}, [](const worker_counters& w) -> const counter& { return w.bans; }));
   out.push_back(std::move(bans));
   out.push_back(single_gauge("tollgate_bans_active", "Bans in force.", values.active_bans));
+  auto admin = family("tollgate_admin_connections_closed_total",
+                      "Admin connections closed at admin.max_connections: reason room (the one "
+                      "waiting longest on its peer, for a newcomer) or refused.",
+                      MetricType::Counter);
+  admin.metric.push_back(counter_metric({{"reason", "room"}}, values.admin_closed_for_room));
+  admin.metric.push_back(counter_metric({{"reason", "refused"}}, values.admin_refused));
+  out.push_back(std::move(admin));
   out.push_back(single_gauge("tollgate_active_bans",
                              "Bans in force. Deprecated: use tollgate_bans_active; removed in the "
                              "next release.",

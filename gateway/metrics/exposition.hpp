@@ -21,7 +21,7 @@ struct registry {
   name_table limits{max_limit_names};        ///< label `level` (limit names)
   std::atomic<std::uint64_t> reloads_ok{0};  ///< tollgate_config_reloads_total{result="success"}
   std::atomic<std::uint64_t> reloads_failed{
-      0};  ///< tollgate_config_reloads_total{result="failure"}
+      0};                                  ///< tollgate_config_reloads_total{result="failure"}
   std::atomic<bool> last_reload_ok{true};  ///< tollgate_config_last_reload_successful
   /// tollgate_config_last_reload_success_timestamp_seconds (the start, before any reload)
   std::atomic<double> last_reload_success{0};
@@ -29,10 +29,10 @@ struct registry {
 
 /// One bounded table of the process (limiter state, violation counters, bans).
 struct table_values {
-  std::string name;          ///< label `table`
-  double entries = 0;        ///< held now
-  double capacity = 0;       ///< most it holds
-  double evictions = 0;      ///< live entries dropped for room, since the start
+  std::string name;      ///< label `table`
+  double entries = 0;    ///< held now
+  double capacity = 0;   ///< most it holds
+  double evictions = 0;  ///< live entries dropped for room, since the start
 };
 
 /// One upstream endpoint's health.
@@ -53,12 +53,15 @@ struct scrape_values {
   /// Per entry of `categories`, the label indices (`level`) of its limits: each has a
   /// tollgate_rate_limited_total series from the start, at 0.
   std::vector<std::vector<std::uint16_t>> category_limits;
-  std::vector<std::uint16_t> upstreams;  ///< label indices of the upstreams in force
+  std::vector<std::uint16_t> upstreams;    ///< label indices of the upstreams in force
   std::vector<endpoint_values> endpoints;  ///< of the upstreams in force
   std::string version;                     ///< tollgate_build_info{version}
   /// The Redis store's counters per worker (none with the in-process store).
   std::vector<const store_counters*> store;
   bool store_degraded = false;  ///< Redis cannot be reached: fail_mode decides
+  /// Admin connections closed at admin.max_connections: the one waiting longest on its peer
+  /// closed to make room, and newcomers refused (none was waiting).
+  double admin_closed_for_room = 0, admin_refused = 0;
 };
 
 /// The exposition of every metric, summed over `workers`, with the process's own

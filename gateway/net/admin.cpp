@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
+
 #include "gateway/core/text.hpp"
 #include "gateway/net/accept_failures.hpp"
 #include "gateway/pow/crypto.hpp"
@@ -107,7 +109,12 @@ asio::awaitable<void> admin_server::serve(tcp::socket socket) {
     // One bound for the wait between requests and the reading of one: an idle or slow
     // operator's connection holds its place for request_timeout at most.
     stream.expires_after(bounds_.request_timeout);
+    tcp::socket* const mine = &stream.socket();
+    waiting_.push_back(mine);
     auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
+    // Still listed unless the accept loop closed it to make room.
+    std::erase(waiting_, mine);
+    const bool over_bounds = ec == http::error::body_limit || ec == http::error::header_limit;
     http::response<http::string_body> res{http::status::ok, 11};
     res.set(http::field::server, "tollgate");
     res.set(http::field::content_type, "text/plain; charset=utf-8");
@@ -145,14 +152,32 @@ asio::awaitable<void> admin_server::serve(tcp::socket socket) {
     }
     res.prepare_payload();
     stream.expires_after(bounds_.request_timeout);  // a reader that never reads is let go
+    waiting_.push_back(mine);
     auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
+    std::erase(waiting_, mine);
+    if (!wec && over_bounds) {
+      // What is left of the refused request is read and dropped (64 KiB and 1 s at most) after
+      // the answer: closing with it unread would reset the connection, and the client might
+      // lose the 413 or 431.
+      error_code ignored;
+      stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      stream.expires_after(std::chrono::seconds(1));
+      std::array<char, 4096> drop;
+      waiting_.push_back(mine);
+      for (std::size_t dropped = 0; dropped < 64 * 1024;) {
+        auto [rec, got] = co_await stream.async_read_some(asio::buffer(drop), use_tuple);
+        if (rec) break;
+        dropped += got;
+      }
+      std::erase(waiting_, mine);
+    }
     if (wec || !res.keep_alive()) co_return;
   }
 }
 
 asio::awaitable<void> admin_server::accept_loop() {
   accept_failures failures;
-  std::uint64_t refused_unlogged = 0;
+  std::uint64_t refused_unlogged = 0, closed_unlogged = 0;
   std::chrono::steady_clock::time_point refused_logged{};
   for (;;) {
     auto [ec, socket] = co_await acceptor_.async_accept(use_tuple);
@@ -166,20 +191,32 @@ asio::awaitable<void> admin_server::accept_loop() {
       continue;
     }
     if (open_ >= bounds_.max_connections) {
-      // A reset, as the public listeners refuse: the refused peer holds nothing of ours.
-      error_code ignored;
-      socket.set_option(asio::socket_base::linger(true, 0), ignored);
-      socket.close(ignored);
-      ++refused_;
-      ++refused_unlogged;
+      if (!waiting_.empty()) {
+        // The connection waiting longest for a request makes room (its session then ends):
+        // ones that send nothing cannot hold the listener against a scraper or an operator.
+        error_code ignored;
+        waiting_.front()->close(ignored);
+        waiting_.erase(waiting_.begin());
+        ++closed_for_room_;
+        ++closed_unlogged;
+      } else {
+        // Every place is answering a request: a reset, as the public listeners refuse.
+        error_code ignored;
+        socket.set_option(asio::socket_base::linger(true, 0), ignored);
+        socket.close(ignored);
+        ++refused_;
+        ++refused_unlogged;
+      }
       const auto now = std::chrono::steady_clock::now();
       if (now - refused_logged >= accept_failures::interval) {
-        spdlog::warn("admin: refused {} connection(s): {} open (admin.max_connections)",
-                     refused_unlogged, open_);
-        refused_unlogged = 0;
+        spdlog::warn(
+            "admin: {} connections open (admin.max_connections): closed {} waiting on their "
+            "peer to make room, refused {}",
+            open_, closed_unlogged, refused_unlogged);
+        refused_unlogged = closed_unlogged = 0;
         refused_logged = now;
       }
-      continue;
+      if (!socket.is_open()) continue;
     }
     ++open_;
     asio::co_spawn(acceptor_.get_executor(), serve(std::move(socket)),

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gateway/net/asio.hpp"
 
@@ -58,8 +59,10 @@ class admin_server {
   /// Stops accepting.
   void stop();
 
-  /// Connections refused at max_connections so far.
+  /// Connections refused at max_connections so far (none was waiting on its peer).
   std::uint64_t refused() const noexcept { return refused_; }
+  /// Connections closed at max_connections so far to make room for a newcomer.
+  std::uint64_t closed_for_room() const noexcept { return closed_for_room_; }
 
  private:
   /// Accepts until stopped.
@@ -67,11 +70,18 @@ class admin_server {
   /// Serves one operator's connection.
   asio::awaitable<void> serve(tcp::socket socket);
 
-  tcp::acceptor acceptor_;     ///< the admin socket
-  bounds bounds_;              ///< connection cap and timeout
-  handlers handlers_;          ///< endpoint bodies
-  std::uint32_t open_ = 0;     ///< connections being served
-  std::uint64_t refused_ = 0;  ///< refused at the cap
+  tcp::acceptor acceptor_;             ///< the admin socket
+  bounds bounds_;                      ///< connection cap and timeout
+  handlers handlers_;                  ///< endpoint bodies
+  std::uint32_t open_ = 0;             ///< connections being served
+  std::uint64_t refused_ = 0;          ///< refused at the cap
+  std::uint64_t closed_for_room_ = 0;  ///< closed at the cap for a newcomer
+  /// Connections waiting on their peer (for a request, or to take an answer), longest first:
+  /// at the cap the first is closed to make room, so that peers that send nothing, or read
+  /// nothing, cannot lock operators and scrapers out. At most max_connections entries, each a
+  /// session's own socket. (A session runs its handler without waiting, so every session but
+  /// the one being answered is here.)
+  std::vector<tcp::socket*> waiting_;
 };
 
 }  // namespace tollgate::net

@@ -104,6 +104,12 @@ task<void> accept_loop(worker& w, tcp_acceptor& acceptor, const listener_info& l
 
 }  // namespace
 
+std::uint32_t network_cap(const worker& w) {
+  const auto& limits = w.current->config.limits;
+  if (limits.max_connections_per_network != 0) return limits.max_connections_per_network;
+  return std::max(limits.max_connections_per_address, w.max_connections_total / 8);
+}
+
 std::optional<metrics::refusal> take_places(worker& w, const core::address& client,
                                             client_places& places) {
   const auto& config = w.current->config;
@@ -114,7 +120,7 @@ std::optional<metrics::refusal> take_places(worker& w, const core::address& clie
   }
   places.address = address_slot(*w.per_address, key);
   const auto network = address_slots::network_key_of(client);
-  if (!w.per_network->try_take(network, config.limits.max_connections_per_network)) {
+  if (!w.per_network->try_take(network, network_cap(w))) {
     places.address = {};
     return metrics::refusal::per_network;
   }
@@ -143,7 +149,7 @@ void refuse(worker& w, tcp_socket& socket, const listener_info& l, metrics::refu
     spdlog::warn(
         "listener {}: refused {} connection(s); the last from {}, whose network has {} open "
         "(max_connections_per_network)",
-        l.name, w.refusals_unlogged, peer.to_string(), limits.max_connections_per_network);
+        l.name, w.refusals_unlogged, peer.to_string(), network_cap(w));
   } else {
     spdlog::warn(
         "listener {}: refused {} connection(s); the last from {}: {} open on this worker "
@@ -168,6 +174,7 @@ server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, un
     // Like nginx's worker_connections: each worker holds its share of the limit.
     const unsigned n = std::max(1u, workers);
     workers_.back()->max_connections = (max_connections + n - 1) / n;
+    workers_.back()->max_connections_total = max_connections;
   }
   acceptors_.resize(workers_.size());
 }

@@ -449,6 +449,17 @@ next_step refuse_head(request_in_hand& r, connection_scratch& sc, http::status s
   return answer_locally(r, sc, status, nullptr, false);
 }
 
+/// The header-keyed limit of `c` whose header `fields` carry more than once, if any: which
+/// value would be charged, and which would the upstream read?
+const limit::limit_spec* repeated_key_header(const policy::category_limits& c,
+                                             const http::fields& fields) {
+  for (const std::uint8_t i : c.keyed) {
+    const limit::limit_spec& s = c.limits[i];
+    if (s.source == core::key_source::header && fields.count(s.key_name) > 1) return &s;
+  }
+  return nullptr;
+}
+
 /// Decides the request whose head reading ended with `rec`: the head's own faults, then the
 /// route, the client and DESIGN §5's decision. Counts the request.
 next_step plan_request(worker& w, connection_scratch& sc, const core::address& peer,
@@ -471,14 +482,6 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   if (const std::string_view fault = head_fault(*r.parser, r.has_host); !fault.empty()) {
     return refuse_head(r, sc, http::status::bad_request, problem_body(400, "Bad Request", fault));
   }
-  for (const std::string& name : snap.policy.key_headers()) {
-    if (req.count(name) > 1) {
-      return refuse_head(
-          r, sc, http::status::bad_request,
-          problem_body(400, "Bad Request",
-                       "the header " + name + ", which keys a rate limit, is sent more than once"));
-    }
-  }
   r.upgrade = is_websocket_upgrade(*r.parser);
   if (r.upgrade && (r.parser->chunked() || r.parser->content_length().value_or(0) > 0)) {
     return refuse_head(r, sc, http::status::bad_request,
@@ -496,6 +499,14 @@ next_step plan_request(worker& w, connection_scratch& sc, const core::address& p
   r.route = &snap.router.match({method, sc.path, &header_of, &req.base()});
   r.client = client_address_of(req.base(), peer, snap.config.trusted_proxies);
   const auto& category = *r.route->category;
+  if (const auto* twice = repeated_key_header(category, req.base())) {
+    // Refused like a malformed head: before a route counts it (route reset), nothing charged.
+    r.route = nullptr;
+    return refuse_head(r, sc, http::status::bad_request,
+                       problem_body(400, "Bad Request",
+                                    "the header " + twice->key_name +
+                                        ", which keys a rate limit, is sent more than once"));
+  }
   r.who = policy::subjects_of(r.client, snap.policy.prefixes());
   // A category without proof of work has no use for a proof (it is still removed upstream).
   const bool pow_category = category.pow.enabled || category.pow.on_limit;

@@ -69,6 +69,7 @@ struct worker {
   std::atomic<std::uint64_t> connections{0};
   std::atomic<std::uint64_t> in_flight{0};  ///< requests between head read and response end
   std::uint64_t max_connections = 0;        ///< this worker's share of limits.max_connections
+  std::uint32_t max_connections_total = 0;  ///< limits.max_connections in force, every worker's
   std::uint32_t index = 0;                  ///< 0..workers-1: its slice of every global limit
   address_slots* per_address = nullptr;     ///< open connections per client, all workers'
   address_slots* per_network = nullptr;     ///< open connections per client network, likewise
@@ -114,6 +115,10 @@ struct worker {
 /// and counts and logs the refusal of `peer`.
 void refuse(worker& w, tcp_socket& socket, const listener_info& l, metrics::refusal why,
             const core::address& peer);
+
+/// limits.max_connections_per_network, or when not written an eighth of the max_connections
+/// in force (never below max_connections_per_address).
+std::uint32_t network_cap(const worker& w);
 
 /// Takes `client`'s places under the per-address and per-network connection caps into
 /// `places`, or none for a client inside trusted_proxies (a balancer carries many clients,

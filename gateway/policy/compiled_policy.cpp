@@ -102,10 +102,6 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
             cc.file, lc.line, "categories." + cc.name + ".limits." + lc.name,
             "the state of this limit would share a hash with '" + at->second + "'; rename it");
       }
-      if (s.source == key_source::header &&
-          std::find(key_headers_.begin(), key_headers_.end(), s.key_name) == key_headers_.end()) {
-        key_headers_.push_back(s.key_name);
-      }
       if (s.source == key_source::address) {
         c.by_level[static_cast<std::size_t>(s.address_level)] = static_cast<std::int8_t>(i);
       } else {
@@ -122,15 +118,14 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
     if (cc.websocket) c.websocket = *cc.websocket;
     c.messages = ws::compile_limits(c.websocket);
     if (cc.cors) c.cors.emplace(*cc.cors);
+    by_name_.emplace(c.name, categories_.size());
     categories_.push_back(std::move(c));
   }
 }
 
 const category_limits* compiled_policy::find(std::string_view name) const noexcept {
-  for (const auto& c : categories_) {
-    if (c.name == name) return &c;
-  }
-  return nullptr;
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &categories_[it->second];
 }
 
 limit::limit_request compiled_policy::request(const category_limits& c,

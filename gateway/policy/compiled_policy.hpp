@@ -69,10 +69,6 @@ class compiled_policy {
   const violation_rules& violations() const noexcept { return violations_; }
   /// The configured address level prefixes.
   const limit::level_prefixes& prefixes() const noexcept { return prefixes_; }
-  /// The names of the headers some limit is keyed on, in lower case, each once: a request
-  /// that sends one of them twice is refused (which value would be charged, and which would
-  /// the upstream read?).
-  const std::vector<std::string>& key_headers() const noexcept { return key_headers_; }
 
   /// The limit set of one request of category `c` from `client` at `now`, charged `cost`. Key
   /// values come from `keys`; a limit whose key the request lacks is left out, and its slot's
@@ -88,10 +84,11 @@ class compiled_policy {
 
  private:
   std::vector<category_limits> categories_;  ///< in policy order
-  limit::level_prefixes prefixes_;           ///< address level prefixes
-  violation_rules violations_;               ///< reasons by index
-  core::siphash_key key_secret_;             ///< keys the hashing of key values
-  std::vector<std::string> key_headers_;     ///< see key_headers
+  /// Index of categories_ by name (each route is resolved through it at load).
+  std::unordered_map<std::string, std::size_t, core::name_hash, std::equal_to<>> by_name_;
+  limit::level_prefixes prefixes_;  ///< address level prefixes
+  violation_rules violations_;      ///< reasons by index
+  core::siphash_key key_secret_;    ///< keys the hashing of key values
 };
 
 }  // namespace tollgate::policy

@@ -8,10 +8,9 @@
 namespace tollgate::policy {
 
 std::optional<std::size_t> violation_rules::find(std::string_view name) const noexcept {
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == name) return i;
-  }
-  return std::nullopt;
+  const auto it = by_name.find(name);
+  if (it == by_name.end()) return std::nullopt;
+  return it->second;
 }
 
 violation_rules compile_violations(const config::policy_config& p) {
@@ -25,6 +24,7 @@ violation_rules compile_violations(const config::policy_config& p) {
       r.ban_max_duration = v.ban->max_duration.count();
     }
     if (v.name == "pow_failed") out.pow_failed = out.names.size();
+    out.by_name.emplace(v.name, out.names.size());
     out.names.push_back(v.name);
     out.rules.push_back(r);
   }

@@ -8,10 +8,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "gateway/config/gateway.hpp"
 #include "gateway/core/address.hpp"
+#include "gateway/core/text.hpp"
 #include "gateway/limit/address.hpp"
 #include "gateway/pow/challenge.hpp"
 #include "gateway/pow/manual_bans.hpp"
@@ -37,6 +39,9 @@ struct violation_rules {
   std::vector<std::string> names;       ///< by index
   std::vector<pow::reason_rule> rules;  ///< by index
   std::size_t pow_failed = 0;           ///< index of pow_failed (always defined)
+  /// Index by name: an upstream's reason is looked up per response that reports one, and a
+  /// policy may define thousands.
+  std::unordered_map<std::string, std::size_t, core::name_hash, std::equal_to<>> by_name;
   /// The index of reason `name`, if defined.
   std::optional<std::size_t> find(std::string_view name) const noexcept;
 };
@@ -96,7 +101,7 @@ class pow_state {
   pow::violation_tables violations_;
   pow::manual_bans manual_bans_;
   std::int64_t ttl_;
-  double hash_rate_;  ///< pow.solver_hash_rate
+  double hash_rate_;                     ///< pow.solver_hash_rate
   std::mutex slots_mutex_;               ///< guards slot_names_
   std::vector<std::string> slot_names_;  ///< by slot
 };

@@ -31,9 +31,12 @@ std::optional<std::int64_t> violation_tables::record(const subject& individual,
                                                      const reason_rule& rule, std::int64_t now) {
   const auto interval = settings_.decay_interval;
   if (rule.network) {
+    // An IPv6 source is a /56: one subscriber commonly holds a /56 of /64s, each an
+    // individual key, and must not make the distinct sources of its /48 by itself.
+    const bool v6 = individual.level == static_cast<std::uint8_t>(core::level::ipv6_subnet);
+    const std::uint64_t source = v6 ? individual.key & ~std::uint64_t{0xff} : individual.key;
     network_.update(network, [&](network_entry& e) {
-      if (enough_sources(e, individual.key, now))
-        e.counter.raise(now, interval, settings_.max_counter);
+      if (enough_sources(e, source, now)) e.counter.raise(now, interval, settings_.max_counter);
       return 0;
     });
   }

@@ -52,8 +52,8 @@ class violation_tables {
   /// Records a violation of reason `reason` (a slot below `reasons`; others raise the
   /// counters only) under `rule` by the client whose keys are
   /// `individual` and `network`, at `now`. The network counter rises only once the network
-  /// has violations from `network_min_sources` distinct individual addresses within one decay
-  /// interval. Returns the end of the ban it caused, if any.
+  /// has violations from `network_min_sources` distinct individual addresses (IPv6: distinct
+  /// /56s) within one decay interval. Returns the end of the ban it caused, if any.
   std::optional<std::int64_t> record(const subject& individual, const subject& network,
                                      std::size_t reason, const reason_rule& rule, std::int64_t now);
 

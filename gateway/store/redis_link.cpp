@@ -317,19 +317,12 @@ class link_impl final : public link {
   void arm_timer() {
     if (fifo_.empty()) return;
     clock_type::time_point at = fifo_.front().deadline + stall_limit();
+    // Every call is looked at (at most max_in_flight, once per deadline that comes, not per
+    // call): deadlines need not follow send order (an ASKING shares its call's).
     for (const pending_call& c : fifo_) {
-      if (c.deadline > at + disorder()) break;  // nothing later can be sooner
       if (c.live) at = std::min(at, c.deadline);
     }
     arm_at(at);
-  }
-
-  /// How far deadlines stray from send order. Every call's deadline lies between its sending
-  /// and that plus the longest timeout; a batch's is its earliest decision's (asked, at most,
-  /// one call's wait before the batch was written, so not before that call's deadline).
-  /// Past `t + disorder()` no later call's deadline is before `t`: the scans stop there.
-  std::chrono::nanoseconds disorder() const {
-    return std::max<std::chrono::nanoseconds>(o_.timeout, o_.connect_timeout);
   }
 
   /// Arms the deadline timer for `at`; expire() then arms it for what is left.
@@ -354,7 +347,6 @@ class link_impl final : public link {
     const auto now = clock_type::now();
     for (std::size_t i = 0; i < fifo_.size(); ++i) {
       pending_call& c = fifo_[i];
-      if (c.deadline > now + disorder()) break;  // nothing later has passed
       if (c.deadline > now || !c.live) continue;
       c.live = false;
       if (c.own != not_own) {

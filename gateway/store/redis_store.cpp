@@ -8,9 +8,11 @@
 #include <boost/asio/execution.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 
 #include "gateway/store/over_limit_cache.hpp"
@@ -83,6 +85,9 @@ struct split_decision {
 /// Decisions sent together to one server (its calls' handlers, in the order of the batch).
 struct batch_decision {
   std::vector<redis::pending_call> items;
+  /// Per item: answered already (by fail_mode, its own deadline having passed first).
+  std::vector<char> settled;
+  bool timeout_counted = false;  ///< one timeout counted for the call, however many items
 };
 
 /// Runs `on_shutdown` when its io_context shuts down, before the io_context is gone: what a
@@ -120,9 +125,14 @@ class redis_store::worker_side final {
 
   void attach(boost::asio::io_context& io) {
     io_ = &io;
+    settle_timer_.emplace(io);
     boost::asio::use_service<shutdown_hook>(io).on_shutdown.emplace_back([this] {
       std::vector<redis::pending_call> dropped;
       dropped.swap(waiting_);
+      out_.clear();
+      // The timer goes with the io_context (this side outlives it).
+      settle_timer_.reset();
+      settle_armed_ = false;
     });
     for (auto& n : nodes_)
       connect(*n);
@@ -294,14 +304,15 @@ class redis_store::worker_side final {
       const std::size_t last = std::min(all.size(), first + redis::max_batch);
       b->items.reserve(last - first);
       entries_.clear();
-      // The call's deadline is its most pressed decision's (every item's is its own asking
-      // plus the timeout).
-      auto deadline = clock_type::time_point::max();
+      // Each item keeps its own deadline (asked + timeout): settle_due answers it by
+      // fail_mode when that passes first. The call waits for the latest of them.
+      auto deadline = clock_type::time_point::min();
       for (std::size_t i = first; i < last; ++i) {
-        deadline = std::min(deadline, all[i].deadline);
+        deadline = std::max(deadline, all[i].deadline);
         b->items.emplace_back(std::move(all[i]));
         entries_.push_back({b->items.back().req});
       }
+      b->settled.assign(b->items.size(), 0);
       node* to = node_for(0);
       redis::failure why = redis::failure::io;
       if (to != nullptr) {
@@ -315,6 +326,8 @@ class redis_store::worker_side final {
           why = to->link->call(command_, std::move(c));
           if (why == redis::failure::none) {
             ++batches_out_;
+            out_.push_back(b);
+            arm_settle(b->items.front().deadline);  // the first asked is the first due
             continue;
           }
         }
@@ -426,17 +439,19 @@ class redis_store::worker_side final {
 
   void on_batch(node& from, redis::pending_call& c, const redisReply* reply, redis::failure why) {
     auto b = std::static_pointer_cast<batch_decision>(c.context);
+    std::erase(out_, b);
     // The decisions that waited for this call go now.
     --batches_out_;
     if (!waiting_.empty()) schedule_batches();
     if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
       if (reply == nullptr) {
-        count_failure(why);
+        if (why != redis::failure::timeout || !b->timeout_counted) count_failure(why);
       } else {
         count_error_reply(from, *reply);
       }
-      for (auto& item : b->items)
-        finish_without_redis(item);
+      for (std::size_t i = 0; i < b->items.size(); ++i) {
+        if (!b->settled[i]) finish_without_redis(b->items[i]);
+      }
       return;
     }
     entries_.clear();
@@ -453,10 +468,14 @@ class redis_store::worker_side final {
         counters.errors[static_cast<std::size_t>(store_error::script)].add();
         log_error("a reply of the wrong shape");
         // Entries after a malformed one cannot be found: all of them by fail_mode.
-        for (; i < b->items.size(); ++i)
-          finish_without_redis(b->items[i]);
+        for (; i < b->items.size(); ++i) {
+          if (!b->settled[i]) finish_without_redis(b->items[i]);
+        }
         return;
       }
+      // Answered by fail_mode already: Redis's verdict comes too late to tell (what it
+      // committed stays, as for any call that times out after Redis ran it).
+      if (b->settled[i]) continue;
       redis::assemble(*item.req, r, r.admitted, r.shadow_limited, *item.out);
       counters.decisions[static_cast<std::size_t>(store_source::redis)].add();
       counters.latency.observe(latency, metrics::store_buckets);
@@ -685,6 +704,45 @@ class redis_store::worker_side final {
   }
 
   /// A call that Redis did not answer usefully: fail_mode decides it now.
+  /// Arms the settle timer for `at`, unless it is armed sooner.
+  void arm_settle(clock_type::time_point at) {
+    if (settle_armed_ && settle_at_ <= at) return;
+    settle_armed_ = true;
+    settle_at_ = at;
+    settle_timer_->expires_at(at);
+    settle_timer_->async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;  // re-armed sooner, or shutting down
+      settle_armed_ = false;
+      settle_due();
+    });
+  }
+
+  /// Answers by fail_mode every decision of a batch out whose own deadline (its asking plus
+  /// store.timeout) has passed, however long the call it rides on has left; arms the timer
+  /// for the next one due.
+  void settle_due() {
+    const auto now = clock_type::now();
+    auto next = clock_type::time_point::max();
+    // A copy: completing a decision may start others, which may send and finish batches.
+    const auto batches = out_;
+    for (const auto& b : batches) {
+      for (std::size_t i = 0; i < b->items.size(); ++i) {
+        if (b->settled[i]) continue;
+        if (b->items[i].deadline > now) {
+          next = std::min(next, b->items[i].deadline);
+          continue;
+        }
+        if (!b->timeout_counted) {
+          b->timeout_counted = true;
+          count_failure(redis::failure::timeout);
+        }
+        b->settled[i] = 1;
+        finish_without_redis(b->items[i]);
+      }
+    }
+    if (next != clock_type::time_point::max()) arm_settle(next);
+  }
+
   void finish_without_redis(redis::pending_call& c) {
     const bool decided = decide_without_redis(*c.req, *c.out);
     std::move(c.done)(decided ? boost::system::error_code{} : unavailable);
@@ -718,19 +776,23 @@ class redis_store::worker_side final {
 
   redis_store& store_;
   std::uint32_t index_;
-  boost::asio::io_context* io_ = nullptr;     ///< this worker's
-  std::vector<std::unique_ptr<node>> nodes_;  ///< servers, by index
-  std::vector<std::uint16_t> slots_;          ///< Cluster: slot -> node index
-  bool map_known_ = false;                    ///< Cluster: slots_ came from CLUSTER SLOTS
-  clock_type::time_point map_asked_{};        ///< when the map was last asked for
-  over_limit_cache cache_;                    ///< keys Redis found over a limit
-  redis::command_args args_;                  ///< the call being built
-  std::vector<redis::batch_entry> entries_;   ///< ... its requests
-  std::vector<redis::pending_call> waiting_;  ///< decisions for the next batch
-  bool flush_posted_ = false;                 ///< send_batches is on its way
-  std::size_t batches_out_ = 0;               ///< batch calls waiting for their replies
-  std::string command_;                       ///< ... and formatted
-  std::string key_;                           ///< a key being named (its slot)
+  boost::asio::io_context* io_ = nullptr;             ///< this worker's
+  std::vector<std::unique_ptr<node>> nodes_;          ///< servers, by index
+  std::vector<std::uint16_t> slots_;                  ///< Cluster: slot -> node index
+  bool map_known_ = false;                            ///< Cluster: slots_ came from CLUSTER SLOTS
+  clock_type::time_point map_asked_{};                ///< when the map was last asked for
+  over_limit_cache cache_;                            ///< keys Redis found over a limit
+  redis::command_args args_;                          ///< the call being built
+  std::vector<redis::batch_entry> entries_;           ///< ... its requests
+  std::vector<redis::pending_call> waiting_;          ///< decisions for the next batch
+  bool flush_posted_ = false;                         ///< send_batches is on its way
+  std::size_t batches_out_ = 0;                       ///< batch calls waiting for their replies
+  std::vector<std::shared_ptr<batch_decision>> out_;  ///< those batches (settle_due's)
+  std::optional<boost::asio::steady_timer> settle_timer_;  ///< the next decision due
+  clock_type::time_point settle_at_;                       ///< when it is armed for
+  bool settle_armed_ = false;                              ///< whether it is
+  std::string command_;                                    ///< ... and formatted
+  std::string key_;                                        ///< a key being named (its slot)
   clock_type::time_point last_error_log_{};
 };
 

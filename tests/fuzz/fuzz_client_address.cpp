@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,33 @@ bool trusted_by(const core::address& a, const std::vector<core::cidr>& trusted) 
   return false;
 }
 
+/// One element's address, written differently from the gateway's: a bare address; `[v6]`
+/// with an optional `:port`; or v4 `:port` (a port: 1 to 5 digits).
+std::optional<core::address> ref_hop(std::string_view item) {
+  auto digits = [](std::string_view s) {
+    if (s.empty() || s.size() > 5) return false;
+    for (char c : s) {
+      if (c < '0' || c > '9') return false;
+    }
+    return true;
+  };
+  if (const auto bare = core::address::parse(item)) return bare;
+  if (!item.empty() && item.front() == '[') {
+    const std::size_t close = item.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    const std::string_view after = item.substr(close + 1);
+    const bool port_ok = after.empty() || (after[0] == ':' && digits(after.substr(1)));
+    const auto a = core::address::parse(item.substr(1, close - 1));
+    if (!port_ok || !a || a->family() != core::family::v6) return std::nullopt;
+    return a;
+  }
+  const std::size_t colon = item.rfind(':');
+  if (colon == std::string_view::npos || !digits(item.substr(colon + 1))) return std::nullopt;
+  const auto a = core::address::parse(item.substr(0, colon));
+  if (!a || a->family() != core::family::v4) return std::nullopt;
+  return a;
+}
+
 /// DESIGN §7 as a plain loop: from the peer leftwards while the current hop is trusted, over
 /// the one list the fields make (an empty field is an empty element, garbage like any other).
 core::address ref_client(const core::address& peer, const std::vector<std::string_view>& fields,
@@ -77,7 +105,7 @@ core::address ref_client(const core::address& peer, const std::vector<std::strin
   for (auto field = fields.rbegin(); field != fields.rend(); ++field) {
     const auto items = split(*field, ',');
     for (auto item = items.rbegin(); item != items.rend(); ++item) {
-      const auto hop = core::address::parse(core::trim(*item));
+      const auto hop = ref_hop(core::trim(*item));
       if (!hop) return current;
       current = *hop;
       if (!trusted_by(current, trusted)) return current;

@@ -85,6 +85,7 @@ TEST_CASE("the default gateway file loads with the routes of DESIGN section 3", 
           std::vector<std::pair<std::string, std::string>>{{"Upgrade", "websocket"}});
   }
   CHECK(g.routes[7].kind == path_match::any);
+  CHECK(g.routes[7].method == "GET");  // an upgrade is a GET: no other request picks its buckets
   CHECK(g.default_route.category == "general");
   CHECK(g.policy.category("auth") != nullptr);
   CHECK(g.policy_files[0] == std::string(TOLLGATE_SOURCE_DIR) + "/policies/default.yaml");

@@ -272,3 +272,22 @@ TEST_CASE("violation tables are bounded", "[pow]") {
   // The most recent ones are still known.
   CHECK(t.requirement(subject{99'999, 0}, subject{0xffffffff, 1}, 0) == 1);
 }
+
+TEST_CASE("an IPv6 subscriber's /64s count as one source of its /48", "[pow]") {
+  counter_settings cs;
+  cs.decay_interval = 100 * s;
+  cs.network_min_sources = 3;
+  violation_tables t(cs, 1);
+  const reason_rule network_only{false, true};
+  // 2001:db8:1::/48; the subscriber holds 2001:db8:1:100::/56, whose /64s are 2001:db8:1:1xx::.
+  const subject net{0x20010db800010000, 3};
+  const std::uint8_t subnet = 2;
+  for (std::uint64_t i = 0; i < 200; ++i)
+    t.record(subject{0x20010db800010100 + i, subnet}, net, 0, network_only, 1000 * s + i);
+  CHECK(t.requirement(subject{0x20010db800019900, subnet}, net, 1000 * s + 200) == 0);
+  // Two more subscribers' /56s of the same /48: three sources.
+  t.record(subject{0x20010db800010200, subnet}, net, 0, network_only, 1001 * s);
+  CHECK(t.requirement(subject{0x20010db800019900, subnet}, net, 1001 * s) == 0);
+  t.record(subject{0x20010db8000103ff, subnet}, net, 0, network_only, 1002 * s);
+  CHECK(t.requirement(subject{0x20010db800019900, subnet}, net, 1002 * s) == 1);
+}

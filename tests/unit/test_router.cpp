@@ -120,6 +120,9 @@ TEST_CASE("the default routes classify as DESIGN section 3 says", "[router]") {
     INFO(spelled);
     CHECK(classify("GET", spelled, {{"upgrade", "websocket"}}) == "websocket");
   }
+  // Only a GET can upgrade: another method naming Upgrade does not choose the websocket
+  // category's buckets.
+  CHECK(classify("PUT", "/api/profiles/x", {{"upgrade", "websocket"}}) == "general");
   CHECK(classify("GET", "/api/profiles/x") == "general");
   const fake_request none;
   const auto& def = r.match({"GET", "/", &fake_request::lookup, &none});
