@@ -435,7 +435,7 @@ TEST_CASE("a PROXY protocol listener charges the client the header names", "[int
   CHECK(request(gw.port, v1 + get("/still-alive")).status == 200);
 }
 
-TEST_CASE("an upstream that closes without answering gives 502; interim responses are skipped",
+TEST_CASE("an upstream that closes without answering gives 502, interim responses are skipped",
           "[integration]") {
   scripted_upstream silent("");
   scripted_upstream hints(

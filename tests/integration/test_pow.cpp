@@ -90,7 +90,7 @@ std::string with_proof(const std::string& target, const std::string& challenge,
 
 }  // namespace
 
-TEST_CASE("an upstream's violation leads to a 428; the solved challenge passes once",
+TEST_CASE("an upstream's violation leads to a 428, the solved challenge passes once",
           "[integration][pow]") {
   fixture f;
   const std::string from = "127.0.0.11";

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -279,9 +280,16 @@ TEST_CASE("after a 5 s outage the links are back within the backoff's cap", "[re
 TEST_CASE("a slow or paused redis costs each request at most its timeout", "[redis][faults]") {
   redis_server redis;
   echo_server echo;
-  // The configured timeout, and what a request costs besides (a loopback connection and the
-  // echo's answer, a few milliseconds even under AddressSanitizer).
-  const auto bound = 20ms + 40ms;
+  // Each request: the configured 20 ms timeout and what a request costs besides (a loopback
+  // connection, the echo's answer), far from connect_timeout's 1 s whatever the machine's
+  // load; the typical one (median) within the timeout and a little. The exact bound of one
+  // decision is the next test's.
+  const auto bound = 250ms;
+  auto typical = [](std::vector<observed> seen) {
+    std::sort(seen.begin(), seen.end(),
+              [](const observed& a, const observed& b) { return a.took < b.took; });
+    return seen.empty() ? 0ms : seen[seen.size() / 2].took;
+  };
   // timeout 20 ms, connect_timeout 1 s: a stall of 1 s ends the connection.
   gateway gw(redis_gateway_yaml(redis.port, "timeout: 20ms, connect_timeout: 1s, fail_mode: open"),
              wide_policy, echo.port);
@@ -310,6 +318,7 @@ TEST_CASE("a slow or paused redis costs each request at most its timeout", "[red
       CHECK(o.r.status == 200);
       CHECK(o.took < bound);
     }
+    CHECK(typical(seen) < 60ms);
     CHECK(store_errors(gw, "timeout") >= timeouts + 3);
     CHECK(decisions(gw, "open") >= 3);
     // The late replies were read and dropped; the connection was not given up.
@@ -348,6 +357,7 @@ TEST_CASE("a slow or paused redis costs each request at most its timeout", "[red
       CHECK(fail_mode_mismatch("open", o) == "");
       CHECK(o.took < bound);
     }
+    CHECK(typical(seen) < 60ms);
 
     redis.process->signal(SIGCONT);
     const double from_redis = decisions(gw, "redis");
@@ -363,25 +373,29 @@ TEST_CASE("a decision that waits for the call before it still ends within the ti
   echo_server echo;
   // One worker: both requests' decisions go over one connection, the second waiting for the
   // first's call (the batching of DESIGN §11).
-  gateway gw(redis_gateway_yaml(redis.port, "timeout: 200ms, fail_mode: open", 1), wide_policy,
+  gateway gw(redis_gateway_yaml(redis.port, "timeout: 300ms, fail_mode: open", 1), wide_policy,
              echo.port);
   require_degraded(gw, 0);
   CHECK(decided_by_redis_policy(request(gw.port, get("/warm"))));
-  std::thread sleeper([&] { redis.cli({"DEBUG", "SLEEP", "0.6"}); });
-  std::this_thread::sleep_for(50ms);  // Redis asleep
+  redis.process->signal(SIGSTOP);  // no answer from now on, at once
+  struct resume {
+    const redis_server& r;
+    ~resume() { r.process->signal(SIGCONT); }
+  } resume_anyway{redis};
   observed first, second;
   std::thread a([&] { first = timed_request(gw.port, get("/a")); });
-  std::this_thread::sleep_for(100ms);  // a's call is out, 100 ms of its 200 left
+  std::this_thread::sleep_for(50ms);  // a's call is out
   second = timed_request(gw.port, get("/b"));
   a.join();
-  sleeper.join();
   INFO("first took " << first.took.count() << " ms, second " << second.took.count() << " ms");
   CHECK(first.r.status == 200);
   CHECK(second.r.status == 200);  // fail_mode open
-  // Each within the configured 200 ms of asking (plus the request's own few milliseconds);
-  // the second used to wait out the first's call and then a whole timeout of its own (300).
-  CHECK(first.took < 260ms);
-  CHECK(second.took < 260ms);
+  // Each within the configured 300 ms of asking (plus the request's own milliseconds). The
+  // second used to wait out the first's call (250 ms) and then a whole timeout of its own:
+  // 550 ms.
+  CHECK(first.took < 450ms);
+  CHECK(second.took < 450ms);
+  CHECK(second.took >= 250ms);  // it did wait: Redis never answered
   CHECK(decisions(gw, "open") == 2);
 }
 

@@ -547,7 +547,7 @@ TEST_CASE("redis keys carry the documented names and expire when their tat passe
 }
 
 TEST_CASE(
-    "a reload changes the limits against the same redis; a new key_prefix waits for a "
+    "a reload changes the limits against the same redis, a new key_prefix waits for a "
     "restart",
     "[redis][replicas]") {
   redis_server redis;
@@ -599,8 +599,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a password from password_env authenticates to redis; a wrong one lets fail_mode "
-    "decide; an unset variable stops the start",
+    "a password from password_env authenticates to redis, a wrong one lets fail_mode "
+    "decide, an unset variable stops the start",
     "[redis][replicas]") {
   redis_server redis({"--requirepass", "s3cret"});
   echo_server echo;
@@ -680,7 +680,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "decisions go to redis over TLS, with a client certificate when asked; a server "
+    "decisions go to redis over TLS, with a client certificate when asked, a server "
     "certificate the CA did not sign, or for another name, is refused",
     "[redis][replicas]") {
   scratch_dir dir("tls");

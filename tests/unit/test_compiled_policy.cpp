@@ -174,7 +174,7 @@ TEST_CASE("limit configuration errors name file, line and key", "[policy][keys]"
         std::string::npos);
 }
 
-TEST_CASE("state names are stable: rates change, state stays; prefixes change, it does not",
+TEST_CASE("state names are stable: rates change, state stays, prefixes change, it does not",
           "[policy]") {
   const auto a = config::load_policy_text(
       "categories: { c: { limits: { ipv4_network: { short: { rate: 1/s, burst: 1 } } } } }",

@@ -95,7 +95,7 @@ TEST_CASE("nonces are 1-64 characters of the URL-safe alphabet", "[pow]") {
   CHECK_FALSE(valid_nonce("a.b"));
 }
 
-TEST_CASE("a challenge solved is accepted; every way of getting it wrong has its reason", "[pow]") {
+TEST_CASE("a challenge solved is accepted, every way of getting it wrong has its reason", "[pow]") {
   const challenger gate("secret one");
   const std::string ch = gate.issue({now + 60, 8, cat, client});
   REQUIRE(ch.size() == challenge_length);

@@ -248,7 +248,7 @@ TEST_CASE("a script reply becomes the decision, tats placed on the gateway's clo
   }
 }
 
-TEST_CASE("MOVED and ASK name the node; anything else is not a redirection", "[redis]") {
+TEST_CASE("MOVED and ASK name the node, anything else is not a redirection", "[redis]") {
   const auto m = redis::parse_redirect("MOVED 3999 127.0.0.1:6381");
   REQUIRE(m);
   CHECK_FALSE(m->ask);

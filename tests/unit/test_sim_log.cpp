@@ -108,7 +108,7 @@ TEST_CASE("sim log: the quick read of a text line's time agrees with the whole p
   CHECK(parse_time("2026-11-23T09:24:23.123Z x 1s", time, r, s, why) == line_kind::request);
 }
 
-TEST_CASE("sim log: \\xHH escapes decode back to the bytes sent", "[sim]") {
+TEST_CASE("sim log: hex escapes decode back to the bytes sent", "[sim]") {
   const parsed p = parse(with(text_line, "/a?b=1", "/x\\x22y\\x20z\\xff\\x00\\x5c"));
   REQUIRE(p.kind == line_kind::request);
   CHECK(p.r.target == std::string("/x\"y z\xff\0\\", 9));
