@@ -450,9 +450,11 @@ next_step refuse_head(request_in_hand& r, connection_scratch& sc, http::status s
 }
 
 /// The header-keyed limit of `c` whose header `fields` carry more than once, if any: which
-/// value would be charged, and which would the upstream read?
+/// value would be charged, and which would the upstream read? (A template on the request's
+/// own fields type: `http::fields` would be a copy of every field, made per request.)
+template <class Fields>
 const limit::limit_spec* repeated_key_header(const policy::category_limits& c,
-                                             const http::fields& fields) {
+                                             const Fields& fields) {
   for (const std::uint8_t i : c.keyed) {
     const limit::limit_spec& s = c.limits[i];
     if (s.source == core::key_source::header && fields.count(s.key_name) > 1) return &s;
