@@ -168,7 +168,9 @@ curl -s -o /dev/null -w 'a scrape of /metrics during the flood: %{http_code}\n' 
   "http://127.0.0.1:$admin_port/metrics" || echo "a scrape of /metrics during the flood: refused"
 wait "$attack" || true
 cat "$work/admin.txt"
-grep -c "admin: refused" "$work/tollgate.log" | sed 's/^/log lines about refused admin connections: /'
+echo "log lines about the admin cap: $(grep -c 'admin.max_connections' "$work/tollgate.log" || true)"
+grep -o 'tollgate_admin_connections_closed_total{[^}]*} [0-9]*' \
+  <(curl -s "http://127.0.0.1:$admin_port/metrics") || true
 
 echo
 echo "== 7. eight addresses of one /24, 150 half-sent heads each (max_connections 1000)"

@@ -258,7 +258,7 @@ def adminflood(port, n, seconds):
         except OSError:
             pass
     print(f"adminflood: {len(socks)} connected, {open_now} still open after 1 s, "
-          f"{len(socks) - open_now} reset, {failed} not connected")
+          f"{len(socks) - open_now} closed or reset, {failed} not connected")
     time.sleep(max(0.0, seconds - 1))
     for s in socks:
         s.close()
