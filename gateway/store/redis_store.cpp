@@ -297,8 +297,22 @@ class redis_store::worker_side final {
   /// Sends the decisions waiting, max_batch to a call.
   void send_batches() {
     flush_posted_ = false;
-    std::vector<redis::pending_call> all;
-    all.swap(waiting_);
+    std::vector<redis::pending_call> waited, all;
+    waited.swap(waiting_);
+    all.reserve(waited.size());
+    // Decisions whose own time ran out while they waited for the call before are answered by
+    // fail_mode now, and not sent: Redis would charge what the client was already told.
+    const auto now = clock_type::now();
+    bool expired = false;
+    for (auto& c : waited) {
+      if (c.deadline > now) {
+        all.emplace_back(std::move(c));
+        continue;
+      }
+      expired = true;
+      finish_without_redis(c);
+    }
+    if (expired) count_failure(redis::failure::timeout);
     for (std::size_t first = 0; first < all.size(); first += redis::max_batch) {
       auto b = std::make_shared<batch_decision>();
       const std::size_t last = std::min(all.size(), first + redis::max_batch);
