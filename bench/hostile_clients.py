@@ -55,19 +55,8 @@ def connect(port, source):
 
 def get_one(s, request, i):
     s.sendall(request)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        if not chunk:
-            raise SystemExit(f"connection {i} closed before its answer")
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":")[1])
-    while len(body) < length:
-        body += s.recv(65536)
+    if answer_status(s) == 0:
+        raise SystemExit(f"connection {i} closed before its answer")
 
 
 def idle(port, n, pids):

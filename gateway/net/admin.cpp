@@ -192,8 +192,8 @@ asio::awaitable<void> admin_server::accept_loop() {
     }
     if (open_ >= bounds_.max_connections) {
       if (!waiting_.empty()) {
-        // The connection waiting longest for a request makes room (its session then ends):
-        // ones that send nothing cannot hold the listener against a scraper or an operator.
+        // The connection waiting longest on its peer makes room (its session then ends): ones
+        // that send or read nothing cannot hold the listener against a scraper or an operator.
         error_code ignored;
         waiting_.front()->close(ignored);
         waiting_.erase(waiting_.begin());

@@ -3,15 +3,15 @@
 #include <algorithm>
 
 #include "gateway/core/text.hpp"
+#include "gateway/core/units.hpp"
 
 namespace tollgate::policy {
 
 namespace {
 
-/// Whether `s` is a port: 1 to 5 digits.
+/// Whether `s` is a port: digits, at most 65535.
 bool is_port(std::string_view s) noexcept {
-  return !s.empty() && s.size() <= 5 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return core::parse_uint(s, 65535).has_value();
 }
 
 /// The address of one X-Forwarded-For element: `1.2.3.4`, `2001:db8::1`, and with a port as

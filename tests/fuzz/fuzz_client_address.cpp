@@ -70,14 +70,16 @@ bool trusted_by(const core::address& a, const std::vector<core::cidr>& trusted) 
 }
 
 /// One element's address, written differently from the gateway's: a bare address; `[v6]`
-/// with an optional `:port`; or v4 `:port` (a port: 1 to 5 digits).
+/// with an optional `:port`; or v4 `:port` (a port: 1 to 5 digits, at most 65535).
 std::optional<core::address> ref_hop(std::string_view item) {
   auto digits = [](std::string_view s) {
     if (s.empty() || s.size() > 5) return false;
+    long value = 0;
     for (char c : s) {
       if (c < '0' || c > '9') return false;
+      value = value * 10 + (c - '0');
     }
-    return true;
+    return value <= 65535;
   };
   if (const auto bare = core::address::parse(item)) return bare;
   if (!item.empty() && item.front() == '[') {

@@ -64,6 +64,16 @@ categories:
       global: { short: { rate: 1/h, burst: 3 } }
 )";
 
+// Two workers, every request in category `shared`: the global-limit tests' gateway.
+const std::string shared_gateway = R"(
+listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
+admin: { address: 127.0.0.1, port: 0 }
+workers: 2
+upstreams: { app: { endpoints: ["{echo}"] } }
+default_route: { category: shared, upstream: app }
+policies: ["{policy}"]
+)";
+
 std::string rate_limited(const std::string& category, const std::string& level,
                          const std::string& mode) {
   return R"(tollgate_rate_limited_total{category=")" + category + R"(",level=")" + level +
@@ -281,14 +291,6 @@ TEST_CASE("the older spellings identity and global still limit, by those names",
 
 TEST_CASE("over two workers a global limit binds only when the whole of it rejects",
           "[integration][keys]") {
-  const std::string gateway_yaml = R"(
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: 2
-upstreams: { app: { endpoints: ["{echo}"] } }
-default_route: { category: shared, upstream: app }
-policies: ["{policy}"]
-)";
   const std::string policy_yaml = R"(
 categories:
   shared:
@@ -297,7 +299,7 @@ categories:
       global: { short: { rate: 1/h, burst: 4 } }
 )";
   echo_server echo;
-  gateway gw(gateway_yaml, policy_yaml, echo.port);
+  gateway gw(shared_gateway, policy_yaml, echo.port);
   // One keep-alive connection stays on one worker: alice's first two requests spend that
   // worker's slice of the global limit (2 of 4), and her third is refused by identity while
   // the other slice still holds 2 (issue 21: it was reported as global).
@@ -322,14 +324,6 @@ categories:
 
 TEST_CASE("a global limit over two workers admits exactly its burst across many addresses",
           "[integration][keys]") {
-  const std::string gateway_yaml = R"(
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: 2
-upstreams: { app: { endpoints: ["{echo}"] } }
-default_route: { category: shared, upstream: app }
-policies: ["{policy}"]
-)";
   const std::string policy_yaml = R"(
 categories:
   shared:
@@ -338,7 +332,7 @@ categories:
       everyone: { key: global, short: { rate: 1/h, burst: 5 } }
 )";
   echo_server echo;
-  gateway gw(gateway_yaml, policy_yaml, echo.port);
+  gateway gw(shared_gateway, policy_yaml, echo.port);
 
   // Six clients at once, each on its own address and its own connections (which the gateway
   // spreads over its workers), four requests each: 24 requests for a burst of 5.
@@ -393,14 +387,6 @@ categories:
 TEST_CASE("a global limit over two workers lends one worker's share to the other in sequence",
           "[integration][keys]") {
   // One connection at a time: whichever worker takes them, the whole burst must be usable.
-  const std::string gateway_yaml = R"(
-listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
-admin: { address: 127.0.0.1, port: 0 }
-workers: 2
-upstreams: { app: { endpoints: ["{echo}"] } }
-default_route: { category: shared, upstream: app }
-policies: ["{policy}"]
-)";
   const std::string policy_yaml = R"(
 categories:
   shared:
@@ -408,7 +394,7 @@ categories:
       everyone: { key: global, short: { rate: 1/h, burst: 3 } }
 )";
   echo_server echo;
-  gateway gw(gateway_yaml, policy_yaml, echo.port);
+  gateway gw(shared_gateway, policy_yaml, echo.port);
   std::vector<int> statuses;
   for (int i = 0; i < 8; ++i)
     statuses.push_back(request(gw.port, get("/x"), "127.0.0." + std::to_string(i + 2)).status);

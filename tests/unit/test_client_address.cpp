@@ -56,9 +56,9 @@ TEST_CASE("X-Forwarded-For entries with a port name their address", "[client]") 
   // A bare IPv6 address is not read as one with a port.
   CHECK(decide("10.0.0.2", {"2001:db8::1:443"}, {"10.0.0.0/8"}) == "2001:db8::1:443");
   // What is not an address and a port is still garbage: the walk stops at the last trusted hop.
-  for (const char* bad :
-       {"203.0.113.1:", "203.0.113.1:123456", "203.0.113.1:80x", "[2001:db8::1]443", "[2001:db8::1",
-        "[203.0.113.1]:80", "2001:db8::1]:443", "[2001:db8::1]:", "203.0.113.1:80:81"}) {
+  for (const char* bad : {"203.0.113.1:", "203.0.113.1:123456", "203.0.113.1:65536",
+                          "203.0.113.1:80x", "[2001:db8::1]443", "[2001:db8::1", "[203.0.113.1]:80",
+                          "2001:db8::1]:443", "[2001:db8::1]:", "203.0.113.1:80:81"}) {
     INFO(bad);
     CHECK(decide("10.0.0.2", {bad, "10.0.0.9"}, {"10.0.0.0/8"}) == "10.0.0.9");
   }
