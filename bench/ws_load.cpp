@@ -136,7 +136,8 @@ options parse(int argc, char** argv) {
   if (o.connections == 0) o.connections = o.mode == "latency" ? 16 : 1;
   if (o.window == 0 || o.batch == 0) usage("--window and --batch must be at least 1");
   if (o.sources == 0 || o.sources > 254) usage("--sources must be 1..254");
-  if (o.mode == "latency" && (o.size < 8 || o.rate <= 0)) usage("latency needs --size >= 8, --rate > 0");
+  if (o.mode == "latency" && (o.size < 8 || o.rate <= 0))
+    usage("latency needs --size >= 8, --rate > 0");
   return o;
 }
 
@@ -154,12 +155,12 @@ struct connection {
   explicit connection(asio::io_context& io) : ws(io), wake(io) {}
   ws_stream ws;
   beast::flat_buffer buffer;
-  asio::steady_timer wake;          ///< cancelled to wake its writer
-  std::size_t credits = 0;          ///< messages it may still send (throughput)
-  std::size_t in_flight = 0;        ///< sent and not yet echoed
-  std::deque<int> queue;            ///< messages due and not yet written (latency)
+  asio::steady_timer wake;    ///< cancelled to wake its writer
+  std::size_t credits = 0;    ///< messages it may still send (throughput)
+  std::size_t in_flight = 0;  ///< sent and not yet echoed
+  std::deque<int> queue;      ///< messages due and not yet written (latency)
   bool open = false;
-  bool closing = false;             ///< our close has started: a closed read is expected
+  bool closing = false;  ///< our close has started: a closed read is expected
   bool reader_done = false;
 };
 
@@ -266,7 +267,8 @@ clock_type::duration secs(double s) {
 std::vector<std::unique_ptr<connection>> make_connections(asio::io_context& io, std::size_t n) {
   std::vector<std::unique_ptr<connection>> conns;
   conns.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) conns.push_back(std::make_unique<connection>(io));
+  for (std::size_t i = 0; i < n; ++i)
+    conns.push_back(std::make_unique<connection>(io));
   return conns;
 }
 
@@ -307,7 +309,8 @@ asio::awaitable<void> throughput_reader(connection& c, const options& o, counter
       if (!expected_end(c, ec)) fail("read: " + ec.message());
       break;
     }
-    if (len != o.size) fail("echo of " + std::to_string(len) + " bytes, sent " + std::to_string(o.size));
+    if (len != o.size)
+      fail("echo of " + std::to_string(len) + " bytes, sent " + std::to_string(o.size));
     c.buffer.consume(c.buffer.size());
     if (n.counting) {
       ++n.messages;
@@ -323,12 +326,14 @@ asio::awaitable<void> throughput_reader(connection& c, const options& o, counter
 
 /// A writer's end: what was sent comes back before the close (2 s at most).
 asio::awaitable<void> finish(connection& c) {
-  co_await wait_for(c.wake, clock_type::now() + 2s, [&] { return c.in_flight == 0 || c.reader_done; });
+  co_await wait_for(c.wake, clock_type::now() + 2s,
+                    [&] { return c.in_flight == 0 || c.reader_done; });
   if (c.in_flight != 0) fail(std::to_string(c.in_flight) + " messages never echoed");
   if (!c.reader_done) co_await close(c);
 }
 
-asio::awaitable<void> throughput_writer(connection& c, const std::string& payload, const bool& stop) {
+asio::awaitable<void> throughput_writer(connection& c, const std::string& payload,
+                                        const bool& stop) {
   while (!stop && !c.reader_done) {
     if (c.credits == 0) {
       c.wake.expires_at(clock_type::time_point::max());
@@ -376,12 +381,14 @@ asio::awaitable<void> run_throughput(asio::io_context& io, const options& o, tcp
   const double cpu_used = cpu_seconds(o.cpu_pids) - cpu_before;
   const double elapsed = std::chrono::duration<double>(clock_type::now() - start).count();
   stop = true;
-  for (auto& c : conns) c->wake.cancel();
+  for (auto& c : conns)
+    c->wake.cancel();
   co_await done.async_wait(tuple_awaitable);
-  std::printf("throughput connections=%zu size=%zu window=%zu seconds=%.2f messages=%llu "
-              "messages/s=%.0f MiB/s=%.2f errors=%zu",
-              o.connections, o.size, o.window, elapsed, static_cast<unsigned long long>(n.messages),
-              n.messages / elapsed, n.bytes / elapsed / (1 << 20), failures);
+  std::printf(
+      "throughput connections=%zu size=%zu window=%zu seconds=%.2f messages=%llu "
+      "messages/s=%.0f MiB/s=%.2f errors=%zu",
+      o.connections, o.size, o.window, elapsed, static_cast<unsigned long long>(n.messages),
+      n.messages / elapsed, n.bytes / elapsed / (1 << 20), failures);
   if (!o.cpu_pids.empty() && cpu_before >= 0 && n.messages > 0) {
     std::printf(" cpu_us_per_message=%.2f cpu_share=%.2f", cpu_used * 1e6 / n.messages,
                 cpu_used / elapsed);
@@ -469,7 +476,8 @@ asio::awaitable<void> run_latency(asio::io_context& io, const options& o, tcp::e
   const auto period = std::chrono::duration<double>(1.0 / o.rate);
   const auto measure_from = start + secs(o.warmup);
   const auto end = measure_from + secs(o.seconds);
-  s.record_from = std::chrono::duration_cast<std::chrono::nanoseconds>(measure_from.time_since_epoch()).count();
+  s.record_from =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(measure_from.time_since_epoch()).count();
   asio::steady_timer pace(io);
   std::uint64_t i = 0, measured_sent = 0;
   for (;;) {
@@ -490,7 +498,8 @@ asio::awaitable<void> run_latency(asio::io_context& io, const options& o, tcp::e
   }
   const double elapsed = std::chrono::duration<double>(clock_type::now() - measure_from).count();
   s.stop = true;
-  for (auto& c : conns) c->wake.cancel();
+  for (auto& c : conns)
+    c->wake.cancel();
   co_await done.async_wait(tuple_awaitable);
   std::sort(s.rtt.begin(), s.rtt.end());
   auto pct = [&](double p) -> double {
@@ -498,10 +507,11 @@ asio::awaitable<void> run_latency(asio::io_context& io, const options& o, tcp::e
     std::size_t k = static_cast<std::size_t>(p * (s.rtt.size() - 1) + 0.5);
     return s.rtt[std::min(k, s.rtt.size() - 1)] / 1000.0;
   };
-  std::printf("latency connections=%zu size=%zu rate=%.0f achieved=%.0f samples=%zu p50_us=%.1f "
-              "p99_us=%.1f p999_us=%.1f max_us=%.1f errors=%zu\n",
-              o.connections, o.size, o.rate, measured_sent / elapsed, s.rtt.size(), pct(0.50),
-              pct(0.99), pct(0.999), s.rtt.empty() ? 0.0 : s.rtt.back() / 1000.0, failures);
+  std::printf(
+      "latency connections=%zu size=%zu rate=%.0f achieved=%.0f samples=%zu p50_us=%.1f "
+      "p99_us=%.1f p999_us=%.1f max_us=%.1f errors=%zu\n",
+      o.connections, o.size, o.rate, measured_sent / elapsed, s.rtt.size(), pct(0.50), pct(0.99),
+      pct(0.999), s.rtt.empty() ? 0.0 : s.rtt.back() / 1000.0, failures);
 }
 
 // ---- idle ------------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ class json_message final : public spdlog::custom_flag_formatter {
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
     std::string escaped;
-    core::append_json_escaped(escaped,
-                              std::string_view(msg.payload.data(), msg.payload.size()), true);
+    core::append_json_escaped(escaped, std::string_view(msg.payload.data(), msg.payload.size()),
+                              true);
     dest.append(escaped.data(), escaped.data() + escaped.size());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {

@@ -5,9 +5,9 @@
 namespace tollgate::metrics {
 
 std::string_view decision_name(decision d) noexcept {
-  constexpr std::string_view names[decision_count] = {
-      "allowed", "limited", "challenged", "pow_passed", "banned", "shadow_limited", "error",
-      "denied"};
+  constexpr std::string_view names[decision_count] = {"allowed",    "limited", "challenged",
+                                                      "pow_passed", "banned",  "shadow_limited",
+                                                      "error",      "denied"};
   return names[static_cast<std::size_t>(d)];
 }
 

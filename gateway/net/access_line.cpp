@@ -68,9 +68,8 @@ void json_seconds(std::string& out, std::string_view name, double seconds) {
 }
 
 /// The start both json lines share: time, type, client, method and path.
-void json_start(std::string& out, std::chrono::system_clock::time_point now,
-                std::string_view type, std::string_view client, std::string_view method,
-                std::string_view target) {
+void json_start(std::string& out, std::chrono::system_clock::time_point now, std::string_view type,
+                std::string_view client, std::string_view method, std::string_view target) {
   out += "{\"time\":\"";
   core::append_utc_time(out, now);
   out += "\",\"type\":\"";

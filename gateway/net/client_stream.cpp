@@ -21,8 +21,8 @@ task<error_code> client_stream::handshake(asio::ssl::context& context, beast::fl
   co_return ec;
 }
 
-task<std::pair<error_code, std::size_t>> client_stream::tls_read_some(asio::mutable_buffer b,
-                                                                      asio::cancellation_slot wake) {
+task<std::pair<error_code, std::size_t>> client_stream::tls_read_some(
+    asio::mutable_buffer b, asio::cancellation_slot wake) {
   auto [ec, n] = co_await tls_->stream.async_read_some(b, use_tuple_cancellable(wake));
   // A peer that closes without close_notify ends the stream like a plain EOF would.
   if (ec == asio::ssl::error::stream_truncated) ec = asio::error::eof;

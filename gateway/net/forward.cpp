@@ -333,8 +333,14 @@ task<std::optional<bool>> exchange_head(exchange& x) {
       // client's, whose framing was not followed to its end.
       if (ec == http::error::body_limit) {
         const std::string body = problem_body(413, "Content Too Large", "request body too large");
-        const local_answer answer{
-            http::status::payload_too_large, body, {}, {}, &sc.fields, false, r.version, body_timeout};
+        const local_answer answer{http::status::payload_too_large,
+                                  body,
+                                  {},
+                                  {},
+                                  &sc.fields,
+                                  false,
+                                  r.version,
+                                  body_timeout};
         co_await write_local(watch, sc, answer);
       } else if (ec == http::error::header_limit) {
         const std::string body =
@@ -441,10 +447,10 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
   sc.response_fields.clear();
   if (in.pow_cookie) sc.response_fields += clear_pow_cookie(r.tls);
   if (in.cors != nullptr) in.cors->append_answer_fields(sc.response_fields, in.cors_origin);
-  const client_framing framing = render_client_head(
-      sc.head, *rp,
-      {r.version, r.keep_alive && parser.is_done(), head_request, &sc.fields, sc.response_fields,
-       in.cors != nullptr});
+  const client_framing framing =
+      render_client_head(sc.head, *rp,
+                         {r.version, r.keep_alive && parser.is_done(), head_request, &sc.fields,
+                          sc.response_fields, in.cors != nullptr});
   // A response body is as slow as the upstream makes it (server-sent events trickle on
   // purpose): no minimum rate, but its chunk metadata is bounded like a head.
   const relay_bounds bounds{r.snap.config.upstreams[r.route.upstream].response_timeout,

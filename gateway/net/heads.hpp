@@ -51,12 +51,12 @@ struct client_framing {
 
 /// How an upstream's response head goes to the client.
 struct client_head {
-  unsigned version = 11;        ///< the client speaks HTTP/1.`version % 10`
-  bool keep_alive = false;      ///< the client connection may stay open
-  bool head_request = false;    ///< the request was HEAD: no body follows
+  unsigned version = 11;                              ///< the client speaks HTTP/1.`version % 10`
+  bool keep_alive = false;                            ///< the client connection may stay open
+  bool head_request = false;                          ///< the request was HEAD: no body follows
   const policy::rate_limit_fields* fields = nullptr;  ///< the rate-limit fields (DESIGN §4)
-  std::string_view extra;       ///< the gateway's own lines, each ending in CRLF
-  bool own_cors = false;        ///< the gateway owns CORS: the upstream's Access-Control-* go
+  std::string_view extra;  ///< the gateway's own lines, each ending in CRLF
+  bool own_cors = false;   ///< the gateway owns CORS: the upstream's Access-Control-* go
 };
 
 /// Renders the upstream response head of `parser` for the client into `out`, as `how` says.

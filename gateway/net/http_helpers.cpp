@@ -53,8 +53,8 @@ task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const loca
   watch.client_for(timeout);
   // A HEAD's answer says the length of the body a GET would get, and sends none: bytes after
   // it would be read as the next response on a kept connection.
-  std::array<asio::const_buffer, 2> pieces{
-      asio::buffer(head), asio::buffer(body.data(), head_only ? 0 : body.size())};
+  std::array<asio::const_buffer, 2> pieces{asio::buffer(head),
+                                           asio::buffer(body.data(), head_only ? 0 : body.size())};
   const error_code ec = co_await write_all(watch.stream, pieces);
   co_return !ec && keep_alive;
 }

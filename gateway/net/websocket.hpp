@@ -39,8 +39,8 @@ struct tunnel_setup {
   std::chrono::nanoseconds idle_timeout{0};  ///< idle_timeout
   std::chrono::nanoseconds max_lifetime{0};  ///< max_lifetime
   std::uint16_t metric = 0;                  ///< the category's label index
-  bool extensions = false;  ///< the 101 negotiated an extension (RSV bits allowed)
-  address_slot place;       ///< the connection's place under max_connections_per_address
+  bool extensions = false;                   ///< the 101 negotiated an extension (RSV bits allowed)
+  address_slot place;  ///< the connection's place under max_connections_per_address
   /// With the access log on: what the line logged when the tunnel ends repeats of its
   /// upgrade request.
   struct log_fields {

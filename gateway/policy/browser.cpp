@@ -82,8 +82,10 @@ bool strip_cookie(std::string_view cookies, std::string_view name, std::string& 
   const auto separator = [](char c) { return c == ';' || c == ' ' || c == '\t'; };
   std::size_t b = 0;
   std::size_t e = out.size();
-  while (b < e && separator(out[b])) ++b;
-  while (e > b && separator(out[e - 1])) --e;
+  while (b < e && separator(out[b]))
+    ++b;
+  while (e > b && separator(out[e - 1]))
+    --e;
   out.erase(e);
   out.erase(0, b);
   return true;

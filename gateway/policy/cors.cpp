@@ -45,8 +45,7 @@ cors_rules::cors_rules(const config::cors_config& c)
     : credentials_(c.allow_credentials),
       methods_(joined(c.allow_methods)),
       headers_(joined(c.allow_headers)),
-      max_age_(
-          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(c.max_age).count())),
+      max_age_(std::to_string(std::chrono::duration_cast<std::chrono::seconds>(c.max_age).count())),
       exposed_(exposed_fields) {
   if (!c.expose_headers.empty()) exposed_ += ", " + joined(c.expose_headers);
   for (const auto& o : c.allow_origins) {

@@ -119,11 +119,14 @@ frame_verdict client_meter::judge(const frame_header& h, core::nanos now) noexce
   message_bytes_ = h.length;
   in_message_ = !h.fin;
   if (limits_.rate.burst != 0) {
-    const auto r = limit::gcra_check(tat_, now, bounded(cost_of(h.length, limits_.per_kib)),
-                                     limits_.rate);
+    const auto r =
+        limit::gcra_check(tat_, now, bounded(cost_of(h.length, limits_.per_kib)), limits_.rate);
     if (!r.allowed) {
       if (!limits_.drop) {
-        return {.action = frame_action::close, .code = policy_violation, .message_start = true, .limited = true};
+        return {.action = frame_action::close,
+                .code = policy_violation,
+                .message_start = true,
+                .limited = true};
       }
       dropping_ = in_message_;
       return {.action = frame_action::drop, .message_start = true, .limited = true};

@@ -29,8 +29,8 @@ enum opcode : std::uint8_t {
 };
 
 /// Close codes the gateway sends (RFC 6455 §7.4.1).
-inline constexpr std::uint16_t going_away = 1001;      ///< lifetime, idle, drain
-inline constexpr std::uint16_t protocol_error = 1002;  ///< a malformed frame from the client
+inline constexpr std::uint16_t going_away = 1001;        ///< lifetime, idle, drain
+inline constexpr std::uint16_t protocol_error = 1002;    ///< a malformed frame from the client
 inline constexpr std::uint16_t policy_violation = 1008;  ///< over the message limit (close)
 inline constexpr std::uint16_t message_too_big = 1009;   ///< over max_message_size
 /// The code a connection that ended without a close frame is counted under (never sent).
@@ -41,12 +41,12 @@ inline constexpr std::size_t max_header = 14;
 
 /// One frame's header.
 struct frame_header {
-  bool fin = false;         ///< the last frame of its message
-  std::uint8_t rsv = 0;     ///< RSV1..3 as bits 0x4, 0x2, 0x1 (extensions)
-  std::uint8_t op = 0;      ///< opcode
-  bool masked = false;      ///< the payload is masked (every client frame must be)
-  std::uint64_t length = 0; ///< payload bytes
-  std::uint8_t size = 0;    ///< header bytes: 2 to 14
+  bool fin = false;                    ///< the last frame of its message
+  std::uint8_t rsv = 0;                ///< RSV1..3 as bits 0x4, 0x2, 0x1 (extensions)
+  std::uint8_t op = 0;                 ///< opcode
+  bool masked = false;                 ///< the payload is masked (every client frame must be)
+  std::uint64_t length = 0;            ///< payload bytes
+  std::uint8_t size = 0;               ///< header bytes: 2 to 14
   std::array<std::uint8_t, 4> mask{};  ///< masking key, when masked
   /// Whether the length was written in more bytes than needed, or the 64-bit form has its top
   /// bit set: both forbidden by §5.2.
@@ -112,9 +112,9 @@ class frame_splitter {
   std::size_t carried() const noexcept { return carried_; }
 
  private:
-  std::uint64_t payload_left_ = 0;             ///< see payload_left
+  std::uint64_t payload_left_ = 0;                ///< see payload_left
   std::array<std::uint8_t, max_header> carry_{};  ///< a header split across feeds
-  std::uint8_t carried_ = 0;                   ///< its bytes so far
+  std::uint8_t carried_ = 0;                      ///< its bytes so far
 };
 
 /// A close frame with `code` and `reason` (at most 123 bytes; cut there), appended to `out`:
@@ -175,12 +175,12 @@ class client_meter {
   /// Charges `cost` without a check (fragments of an admitted message).
   void charge(std::uint64_t cost, core::nanos now) noexcept;
 
-  message_limits limits_;         ///< the category's, when the connection opened
-  bool extensions_;               ///< RSV bits allowed on data frames
-  bool in_message_ = false;       ///< a data message has begun and not ended
-  bool dropping_ = false;         ///< the open message is being dropped
+  message_limits limits_;            ///< the category's, when the connection opened
+  bool extensions_;                  ///< RSV bits allowed on data frames
+  bool in_message_ = false;          ///< a data message has begun and not ended
+  bool dropping_ = false;            ///< the open message is being dropped
   std::uint64_t message_bytes_ = 0;  ///< payload bytes of the open message so far
-  core::nanos tat_ = 0;           ///< GCRA state of the message limit
+  core::nanos tat_ = 0;              ///< GCRA state of the message limit
 };
 
 }  // namespace tollgate::policy::ws

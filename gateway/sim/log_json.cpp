@@ -31,8 +31,8 @@ enum key : std::uint8_t {
 };
 
 constexpr std::array<std::string_view, key_count> key_names = {
-    "time",     "type",     "client", "method",   "path",  "status",
-    "category", "decision", "limit",  "duration", "level", "message", "upstream"};
+    "time",     "type",  "client",   "method", "path",    "status",  "category",
+    "decision", "limit", "duration", "level",  "message", "upstream"};
 
 /// One value as it appears in the line.
 struct json_value {

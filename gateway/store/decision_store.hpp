@@ -29,9 +29,9 @@ using decide_handler = boost::asio::any_completion_handler<void(boost::system::e
 
 /// Entries one of a store's tables holds (the tollgate_tracked_keys gauge).
 struct table_size {
-  std::string name;         ///< label value: an address level's name, or "keyed"
-  std::size_t entries = 0;  ///< entries held
-  std::size_t capacity = 0;  ///< most entries it holds
+  std::string name;             ///< label value: an address level's name, or "keyed"
+  std::size_t entries = 0;      ///< entries held
+  std::size_t capacity = 0;     ///< most entries it holds
   std::uint64_t evictions = 0;  ///< live entries dropped to make room (address rotation)
 };
 

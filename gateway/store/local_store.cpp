@@ -24,11 +24,11 @@ std::vector<table_size> local_store::tracked() const {
   std::vector<table_size> out;
   for (std::size_t l = 0; l < limit::level_count; ++l) {
     const auto t = static_cast<std::uint8_t>(l);
-    out.push_back({std::string(limit::level_name(static_cast<limit::level>(l))),
-                   memory_.tracked(t), memory_.capacity(t), memory_.evictions(t)});
+    out.push_back({std::string(limit::level_name(static_cast<limit::level>(l))), memory_.tracked(t),
+                   memory_.capacity(t), memory_.evictions(t)});
   }
-  out.push_back({"keyed", memory_.tracked(limit::keyed_table),
-                 memory_.capacity(limit::keyed_table), memory_.evictions(limit::keyed_table)});
+  out.push_back({"keyed", memory_.tracked(limit::keyed_table), memory_.capacity(limit::keyed_table),
+                 memory_.evictions(limit::keyed_table)});
   return out;
 }
 

@@ -83,9 +83,9 @@ class over_limit_cache {
 
  private:
   struct entry {
-    std::uint32_t scope = 0;                  ///< the limit (0: empty)
-    std::uint64_t key = 0;                    ///< its key
-    std::array<limit::nanos, 2> tat{};        ///< per tier: Redis's tat then (0: unknown)
+    std::uint32_t scope = 0;                     ///< the limit (0: empty)
+    std::uint64_t key = 0;                       ///< its key
+    std::array<limit::nanos, 2> tat{};           ///< per tier: Redis's tat then (0: unknown)
     std::array<limit::gcra_params, 2> params{};  ///< the tier's constants then
   };
 

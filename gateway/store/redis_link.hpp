@@ -43,9 +43,9 @@ struct pending_call {
   limit::decision* out = nullptr;             ///< where the decision goes
   decide_handler done;                        ///< the session waiting for it
   std::shared_ptr<void> context;  ///< the owner's, for calls that are part of something larger
-  std::uint8_t kind = 0;    ///< the owner's, says what the call is
-  std::uint8_t part = 0;    ///< the owner's, e.g. which part of a decision
-  std::uint8_t redirects = 0;  ///< Cluster redirections followed so far
+  std::uint8_t kind = 0;          ///< the owner's, says what the call is
+  std::uint8_t part = 0;          ///< the owner's, e.g. which part of a decision
+  std::uint8_t redirects = 0;     ///< Cluster redirections followed so far
   std::chrono::steady_clock::time_point sent;      ///< when it was written
   std::chrono::steady_clock::time_point deadline;  ///< when it fails
   std::uint8_t own = 0;  ///< the link's own calls (AUTH, SCRIPT LOAD): which one
@@ -65,15 +65,15 @@ class link_events {
 
 /// Where and how to connect.
 struct link_options {
-  std::string host;                                           ///< name or address
-  std::uint16_t port = 6379;                                  ///< port
-  std::string username;                                       ///< ACL user, or ""
-  std::string password;                                       ///< "": no AUTH
-  std::chrono::nanoseconds timeout{std::chrono::milliseconds(5)};    ///< per call
+  std::string host;                                                   ///< name or address
+  std::uint16_t port = 6379;                                          ///< port
+  std::string username;                                               ///< ACL user, or ""
+  std::string password;                                               ///< "": no AUTH
+  std::chrono::nanoseconds timeout{std::chrono::milliseconds(5)};     ///< per call
   std::chrono::nanoseconds connect_timeout{std::chrono::seconds(1)};  ///< per attempt
-  boost::asio::ssl::context* tls = nullptr;  ///< TLS toward Redis when set
-  std::string server_name;                   ///< SNI and verified name with TLS
-  std::size_t max_in_flight = 16384;         ///< calls waiting for replies, at most
+  boost::asio::ssl::context* tls = nullptr;                           ///< TLS toward Redis when set
+  std::string server_name;            ///< SNI and verified name with TLS
+  std::size_t max_in_flight = 16384;  ///< calls waiting for replies, at most
 };
 
 /// Thread safety: one thread (the io_context's); made and started from any before it runs.

@@ -7,8 +7,8 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <span>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "gateway/core/address.hpp"
@@ -219,7 +219,8 @@ void append_ipv4(std::string& out, std::uint32_t a) {
 void append_hex(std::string& out, std::uint64_t v) {
   static constexpr char digits[] = "0123456789abcdef";
   char buf[16];
-  for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = digits[v & 15];
+  for (int i = 15; i >= 0; --i, v >>= 4)
+    buf[i] = digits[v & 15];
   out.append(buf, 16);
 }
 
@@ -273,7 +274,9 @@ struct reader_state {
 constexpr int max_array_elements = 65536;
 constexpr std::size_t max_reply_elements = 1u << 18;
 
-reader_state* state_of(const redisReadTask* t) { return static_cast<reader_state*>(t->privdata); }
+reader_state* state_of(const redisReadTask* t) {
+  return static_cast<reader_state*>(t->privdata);
+}
 
 /// A reply object in the arena, linked into its parent array.
 redisReply* make_object(const redisReadTask* t, int type) {
@@ -322,7 +325,9 @@ void* create_integer(const redisReadTask* t, long long v) {
   if (r != nullptr) r->integer = v;
   return r;
 }
-void* create_nil(const redisReadTask* t) { return make_object(t, REDIS_REPLY_NIL); }
+void* create_nil(const redisReadTask* t) {
+  return make_object(t, REDIS_REPLY_NIL);
+}
 void free_object(void*) {}  // the arena owns every object
 
 }  // namespace
@@ -349,14 +354,18 @@ reader_ptr make_reader() {
   return reader_ptr(r);
 }
 
-std::string_view gcra_script() noexcept { return script_text; }
+std::string_view gcra_script() noexcept {
+  return script_text;
+}
 
 const std::string& gcra_sha() noexcept {
   static const std::string sha = sha1_hex(script_text);
   return sha;
 }
 
-std::string_view refund_script() noexcept { return refund_text; }
+std::string_view refund_script() noexcept {
+  return refund_text;
+}
 
 const std::string& refund_sha() noexcept {
   static const std::string sha = sha1_hex(refund_text);
@@ -457,7 +466,9 @@ class args_writer {
   std::vector<std::size_t>& ends_ = out_.ends;
 };
 
-bool in(group_mask m, std::uint8_t g) { return (m >> g & 1) != 0; }
+bool in(group_mask m, std::uint8_t g) {
+  return (m >> g & 1) != 0;
+}
 
 }  // namespace
 
@@ -474,7 +485,8 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
   // Distinct keys by open addressing over `keys` (at least twice as many places as the
   // batch has keys): nothing is allocated per key.
   std::size_t places = 16;
-  for (const batch_entry& e : batch) places += 2 * e.req->group_count;
+  for (const batch_entry& e : batch)
+    places += 2 * e.req->group_count;
   places = std::bit_ceil(places);
   auto& table = out.key_table;
   table.assign(places, 0);
@@ -489,7 +501,8 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
       append_key(keys, prefix, *e.req, g);
       const std::string_view name(keys.data() + start, keys.size() - start);
       std::size_t h = std::hash<std::string_view>{}(name) & (table.size() - 1);
-      while (table[h] != 0 && key_at(table[h]) != name) h = (h + 1) & (table.size() - 1);
+      while (table[h] != 0 && key_at(table[h]) != name)
+        h = (h + 1) & (table.size() - 1);
       if (table[h] == 0) {
         ends.push_back(keys.size());
         table[h] = ends.size();
@@ -509,7 +522,8 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
       if (!in(e.groups, g)) continue;
       const limit::limit_spec* spec = e.req->groups[g].spec;
       std::size_t i = 0;
-      while (i < specs.size() && specs[i] != spec) ++i;
+      while (i < specs.size() && specs[i] != spec)
+        ++i;
       if (i == specs.size()) specs.push_back(spec);
       spec_of.push_back(i + 1);
     }
@@ -543,7 +557,8 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
   for (const batch_entry& e : batch) {
     const limit::limit_request& req = *e.req;
     int groups = 0;
-    for (std::uint8_t g = 0; g < req.group_count; ++g) groups += in(e.groups, g);
+    for (std::uint8_t g = 0; g < req.group_count; ++g)
+      groups += in(e.groups, g);
     w.number(req.cost);
     w.number(groups);
     for (std::uint8_t g = 0; g < req.group_count; ++g) {
@@ -557,8 +572,8 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
 }
 
 void build_call(command_args& out, std::string_view verb, std::string_view script_ref,
-                std::string_view prefix, const limit::limit_request& req,
-                std::string_view now_arg, group_mask groups) {
+                std::string_view prefix, const limit::limit_request& req, std::string_view now_arg,
+                group_mask groups) {
   const batch_entry one{&req, groups};
   build_call(out, verb, script_ref, prefix, std::span<const batch_entry>(&one, 1), now_arg);
 }
@@ -572,7 +587,8 @@ void build_refund(command_args& out, std::string_view prefix, const limit::limit
   s += refund_sha();
   w.end_arg();
   int keys = 0;
-  for (std::uint8_t g = 0; g < req.group_count; ++g) keys += in(groups, g);
+  for (std::uint8_t g = 0; g < req.group_count; ++g)
+    keys += in(groups, g);
   w.number(keys);
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
     if (!in(groups, g)) continue;
@@ -586,14 +602,16 @@ void build_refund(command_args& out, std::string_view prefix, const limit::limit
     for (std::size_t t = 0; t < 2; ++t) {
       const tier_reply& tr = r.tiers[g][t];
       if (tr.allowed != 1) {  // nothing written for this tier
-        for (int i = 0; i < 4; ++i) w.number(0);
+        for (int i = 0; i < 4; ++i)
+          w.number(0);
         continue;
       }
       // c·T <= burst·T fits in int64 (validated at load); a tat past int64 gets no refund.
       const core::nanos e = static_cast<core::nanos>(req.cost) * spec.tiers[t].emission;
       core::nanos written;
       if (__builtin_add_overflow(r.redis_now, tr.d, &written)) {
-        for (int i = 0; i < 4; ++i) w.number(0);
+        for (int i = 0; i < 4; ++i)
+          w.number(0);
         continue;
       }
       w.number(e / B);
@@ -610,7 +628,8 @@ bool append_command(std::string& out, const command_args& args) {
   // redisFormatCommandArgv writes (the unit tests compare the two), without its formatter,
   // which took more instructions than the rest of a decision's call.
   std::size_t total = 16;
-  for (int i = 0; i < args.count; ++i) total += args.lengths[i] + 24;
+  for (int i = 0; i < args.count; ++i)
+    total += args.lengths[i] + 24;
   out.reserve(out.size() + total);
   auto number = [&](char lead, std::size_t v) {
     out += lead;
@@ -642,7 +661,8 @@ std::size_t reply_elements(std::span<const batch_entry> batch) {
     n += 1;
     for (std::uint8_t g = 0; g < e.req->group_count; ++g) {
       if (!in(e.groups, g)) continue;
-      for (const limit::gcra_params& p : e.req->groups[g].spec->tiers) n += p.burst != 0;
+      for (const limit::gcra_params& p : e.req->groups[g].spec->tiers)
+        n += p.burst != 0;
     }
   }
   return n;
@@ -676,7 +696,8 @@ bool read_tier(const redisReply* e, bool& allowed, core::nanos& d) {
   long long a = 0, ds = 0, dn = 0;
   auto field = [&](long long& v, bool last) {
     const auto r = std::from_chars(p, end, v);
-    if (r.ec != std::errc() || (last ? r.ptr != end : (r.ptr == end || *r.ptr != ':'))) return false;
+    if (r.ec != std::errc() || (last ? r.ptr != end : (r.ptr == end || *r.ptr != ':')))
+      return false;
     p = last ? r.ptr : r.ptr + 1;
     return true;
   };
@@ -691,8 +712,7 @@ bool read_tier(const redisReply* e, bool& allowed, core::nanos& d) {
 
 }  // namespace
 
-bool read_entry(const redisReply& reply, std::size_t& at, const batch_entry& e,
-                script_reply& out) {
+bool read_entry(const redisReply& reply, std::size_t& at, const batch_entry& e, script_reply& out) {
   const limit::limit_request& req = *e.req;
   long long verdict = 0;
   if (!integer_at(reply, at, verdict) || verdict < 0 || verdict > 2) return false;
@@ -756,8 +776,8 @@ void assemble(const limit::limit_request& req, const script_reply& r, bool admit
   limit::choose_binding(req, out);
 }
 
-bool decode_decision(const redisReply& reply, const limit::limit_request& req,
-                     limit::decision& out, core::nanos* redis_now) {
+bool decode_decision(const redisReply& reply, const limit::limit_request& req, limit::decision& out,
+                     core::nanos* redis_now) {
   script_reply r;
   if (!read_reply(reply, req, all_groups, r)) return false;
   if (redis_now != nullptr) *redis_now = r.redis_now;
@@ -785,7 +805,8 @@ std::optional<redirect> parse_redirect(std::string_view e) {
   const auto colon = where.rfind(':');
   if (colon == std::string_view::npos || colon == 0) return std::nullopt;
   unsigned port = 0;
-  const auto [pp, pec] = std::from_chars(where.data() + colon + 1, where.data() + where.size(), port);
+  const auto [pp, pec] =
+      std::from_chars(where.data() + colon + 1, where.data() + where.size(), port);
   if (pec != std::errc() || pp != where.data() + where.size() || port == 0 || port > 65535) {
     return std::nullopt;
   }
@@ -817,8 +838,8 @@ std::vector<slot_range> parse_slot_map(const redisReply& r, const std::string& a
     if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER ||
         primary->type != REDIS_REPLY_ARRAY || primary->elements < 2 ||
         primary->element[0]->type != REDIS_REPLY_STRING ||
-        primary->element[1]->type != REDIS_REPLY_INTEGER || a->integer < 0 ||
-        b->integer > 16383 || a->integer > b->integer || primary->element[1]->integer <= 0 ||
+        primary->element[1]->type != REDIS_REPLY_INTEGER || a->integer < 0 || b->integer > 16383 ||
+        a->integer > b->integer || primary->element[1]->integer <= 0 ||
         primary->element[1]->integer > 65535) {
       continue;
     }

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
-#include <span>
 #include <vector>
 
 #include "gateway/limit/request.hpp"
@@ -131,8 +131,7 @@ bool read_reply(const redisReply& reply, const limit::limit_request& req, group_
 bool read_now(const redisReply& reply, std::span<const batch_entry> batch, core::nanos& now);
 /// For a batch: reads the entry `e` whose part of the reply starts at element `at` (moved past
 /// it) into `out` (redis_now not set).
-bool read_entry(const redisReply& reply, std::size_t& at, const batch_entry& e,
-                script_reply& out);
+bool read_entry(const redisReply& reply, std::size_t& at, const batch_entry& e, script_reply& out);
 /// The decision for `req` from every tier's reply in `r` (outcomes in request order, tats on
 /// the gateway's clock: req.now + d), admitted and shadow_limited as given, binding chosen.
 void assemble(const limit::limit_request& req, const script_reply& r, bool admitted,
@@ -152,8 +151,8 @@ bool append_command(std::string& out, std::initializer_list<std::string_view> ar
 /// Reads the script's reply into `out` for `req` (the outcomes' tats on the gateway's clock,
 /// req.now + the relative time Redis returned) and chooses the binding tiers. False when the
 /// reply does not have the script's shape (then `out` is unspecified).
-bool decode_decision(const redisReply& reply, const limit::limit_request& req,
-                     limit::decision& out, core::nanos* redis_now = nullptr);
+bool decode_decision(const redisReply& reply, const limit::limit_request& req, limit::decision& out,
+                     core::nanos* redis_now = nullptr);
 
 /// A `MOVED` or `ASK` error reply: where the slot's keys are (now or for this command).
 struct redirect {

@@ -103,7 +103,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   const auto first = in.find('\0');
   const std::string_view method = in.substr(0, first);
-  std::string_view rest = first == std::string_view::npos ? std::string_view() : in.substr(first + 1);
+  std::string_view rest =
+      first == std::string_view::npos ? std::string_view() : in.substr(first + 1);
   const auto second = rest.find('\0');
   const std::string_view target = rest.substr(0, second);
   const std::string_view limit =

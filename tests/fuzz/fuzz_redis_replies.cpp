@@ -35,7 +35,8 @@ struct request_fixture {
   limit::limit_spec a, b, c;
   limit::limit_request req;
   request_fixture() {
-    a.tiers = {limit::make_params({10, 1'000'000'000}, 5), limit::make_params({100, 3'600'000'000'000}, 50)};
+    a.tiers = {limit::make_params({10, 1'000'000'000}, 5),
+               limit::make_params({100, 3'600'000'000'000}, 50)};
     b.tiers = {limit::make_params({1, 1'000'000'000}, 3), limit::gcra_params{}};
     b.source = limit::key_source::global;
     c.tiers = {limit::gcra_params{}, limit::make_params({7, 60'000'000'000}, 1'000'000)};
@@ -87,7 +88,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       require(range.port != 0 && !range.host.empty(), "slot range without a node");
     }
     if ((r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_STATUS ||
-         r->type == REDIS_REPLY_STRING) && r->str != nullptr) {
+         r->type == REDIS_REPLY_STRING) &&
+        r->str != nullptr) {
       const std::string_view text(r->str, r->len);
       if (const auto to = redis::parse_redirect(text)) {
         require(to->slot <= 16383 && to->port != 0 && !to->host.empty(), "redirection to nowhere");

@@ -92,8 +92,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The gateway's parser gives a method and a target of at least one byte each; an nginx
   // target never holds a space (it ends the target on the request line).
   if (method.empty() || target.empty()) return 0;
-  const auto written = std::chrono::system_clock::time_point(std::chrono::milliseconds(
-      1'795'000'000'000 + static_cast<std::int64_t>(size)));
+  const auto written = std::chrono::system_clock::time_point(
+      std::chrono::milliseconds(1'795'000'000'000 + static_cast<std::int64_t>(size)));
   net::access_entry e;
   e.client = "2001:db8::7";
   e.method = method;

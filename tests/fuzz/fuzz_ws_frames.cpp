@@ -124,8 +124,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
               !h.bad_length && h.masked == ((options & 0x40) != 0),
           "a close frame parses to something else");
   std::uint16_t got = static_cast<std::uint8_t>(frame[h.size] ^ (h.masked ? h.mask[0] : 0));
-  got = static_cast<std::uint16_t>(got << 8 |
-                                   static_cast<std::uint8_t>(frame[h.size + 1] ^ (h.masked ? h.mask[1] : 0)));
+  got = static_cast<std::uint16_t>(
+      got << 8 | static_cast<std::uint8_t>(frame[h.size + 1] ^ (h.masked ? h.mask[1] : 0)));
   require(got == code, "a close frame carries another code");
   return 0;
 }

@@ -4,8 +4,8 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <csignal>
+#include <filesystem>
 #include <string>
 #include <vector>
 

@@ -20,12 +20,16 @@ inline std::string redis_gateway_yaml(std::uint16_t redis_port,
                                       int workers = 2, const std::string& routes = "") {
   return "listeners: [{ name: public, address: 127.0.0.1, port: 0 }]\n"
          "admin: { address: 127.0.0.1, port: 0 }\n"
-         "workers: " + std::to_string(workers) + "\n"
-         "upstreams: { app: { endpoints: [\"{echo}\"] } }\n" + routes +
+         "workers: " +
+         std::to_string(workers) +
+         "\n"
+         "upstreams: { app: { endpoints: [\"{echo}\"] } }\n" +
+         routes +
          "\ndefault_route: { category: general, upstream: app }\n"
          "policies: [\"{policy}\"]\n"
-         "store: { type: redis, address: \"127.0.0.1:" + std::to_string(redis_port) + "\", " +
-         store + " }\n"
+         "store: { type: redis, address: \"127.0.0.1:" +
+         std::to_string(redis_port) + "\", " + store +
+         " }\n"
          "logging: { level: info, access_log: false }\n";
 }
 
@@ -58,7 +62,9 @@ inline double store_errors(const gateway& gw, const std::string& kind) {
   return metric(gw, "tollgate_store_errors_total{kind=\"" + kind + "\"}");
 }
 /// tollgate_store_degraded.
-inline double degraded(const gateway& gw) { return metric(gw, "tollgate_store_degraded"); }
+inline double degraded(const gateway& gw) {
+  return metric(gw, "tollgate_store_degraded");
+}
 
 /// Waits (bounded) until tollgate_store_degraded of `gw` is `value` (0: every worker has
 /// Redis); fails the test, showing the gateway's log, when it is not.

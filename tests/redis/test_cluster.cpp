@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "gateway/store/redis_wire.hpp"
 #include "tests/integration/harness.hpp"
 #include "tests/redis/support.hpp"
-#include "gateway/store/redis_wire.hpp"
 
 using namespace tollgate::test;
 namespace redis = tollgate::store::redis;
@@ -23,8 +23,8 @@ namespace {
 struct cluster3 {
   static std::vector<std::string> args() {
     // The bus port explicitly (by default the port + 10000, which may be taken or past 65535).
-    return {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", "3000", "--cluster-port", std::to_string(free_port())};
+    return {"--cluster-enabled",      "yes",  "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", "3000", "--cluster-port",        std::to_string(free_port())};
   }
   redis_server a{args()}, b{args()}, c{args()};
 
@@ -88,7 +88,8 @@ std::string gateway_yaml(std::uint16_t seed) {
 std::vector<int> statuses(const gateway& gw, const std::string& source, int n,
                           const std::string& extra = "") {
   std::vector<int> out;
-  for (int i = 0; i < n; ++i) out.push_back(request(gw.port, get("/x", extra), source).status);
+  for (int i = 0; i < n; ++i)
+    out.push_back(request(gw.port, get("/x", extra), source).status);
   return out;
 }
 
@@ -98,9 +99,10 @@ int count_of(const std::vector<int>& v, int status) {
 
 }  // namespace
 
-TEST_CASE("on a 3-node Redis Cluster every node's limits hold, and a rejection in one slot "
-          "gives back what another slot took",
-          "[redis][cluster]") {
+TEST_CASE(
+    "on a 3-node Redis Cluster every node's limits hold, and a rejection in one slot "
+    "gives back what another slot took",
+    "[redis][cluster]") {
   cluster3 cl;
   echo_server echo;
   gateway gw(gateway_yaml(cl.a.port),
@@ -137,9 +139,10 @@ TEST_CASE("on a 3-node Redis Cluster every node's limits hold, and a rejection i
   CHECK(sample(metrics, "tollgate_store_decisions_total{source=\"redis\"}") >= 12);
 }
 
-TEST_CASE("on Redis Cluster a global limit in another slot refunds the address levels it "
-          "rejects",
-          "[redis][cluster]") {
+TEST_CASE(
+    "on Redis Cluster a global limit in another slot refunds the address levels it "
+    "rejects",
+    "[redis][cluster]") {
   cluster3 cl;
   echo_server echo;
   gateway gw(gateway_yaml(cl.b.port),
@@ -167,7 +170,8 @@ TEST_CASE("on Redis Cluster a global limit in another slot refunds the address l
   // Two admitted (the global burst), then the global limit rejects: the address level had
   // admitted and committed in its own slot, and is given back.
   std::vector<int> capped;
-  for (int i = 0; i < 5; ++i) capped.push_back(request(gw.port, get("/capped"), src).status);
+  for (int i = 0; i < 5; ++i)
+    capped.push_back(request(gw.port, get("/capped"), src).status);
   CHECK(capped == std::vector<int>{200, 200, 429, 429, 429});
   // Two admissions at 1/m leave a tat about two minutes ahead; without the refund the third
   // request's commit would leave three.
@@ -186,9 +190,7 @@ TEST_CASE("a resharding's MOVED is followed to the node that now serves the slot
           "[redis][cluster]") {
   cluster3 cl;
   echo_server echo;
-  gateway gw(gateway_yaml(cl.c.port),
-             five_a_minute,
-             echo.port);
+  gateway gw(gateway_yaml(cl.c.port), five_a_minute, echo.port);
   require_degraded(gw, 0);  // every worker has the slot map and its nodes
   // redis-cli --cluster reshard moves the lowest slots of the source first: an address whose
   // keys hash into slots 0-9 moves from a to b.
@@ -223,9 +225,7 @@ TEST_CASE("a slot being migrated answers ASK, followed with ASKING to the import
           "[redis][cluster]") {
   cluster3 cl;
   echo_server echo;
-  gateway gw(gateway_yaml(cl.a.port),
-             five_a_minute,
-             echo.port);
+  gateway gw(gateway_yaml(cl.a.port), five_a_minute, echo.port);
   require_degraded(gw, 0);
   // An address whose keys hash to a slot of node a, no key of it there yet; the slot is then
   // put in migration from a to b (as redis-cli --cluster reshard does before moving keys).

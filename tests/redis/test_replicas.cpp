@@ -331,10 +331,10 @@ TEST_CASE("a header-keyed limit is shared by replicas that share the PoW secret"
       "      ipv4_individual: { short: { rate: 1000/s, burst: 1000 } }\n"
       "      per_api_key: { key: { header: X-Api-Key }, short: { rate: 1/m, burst: 3 } }\n");
   const std::string secret = "replicas-share-this-secret-0123456789";
-  auto a =
-      start_gateway(redis_gateway_yaml(redis.port), policy, echo.port, {{"TOLLGATE_POW_SECRET", secret}});
-  auto b =
-      start_gateway(redis_gateway_yaml(redis.port), policy, echo.port, {{"TOLLGATE_POW_SECRET", secret}});
+  auto a = start_gateway(redis_gateway_yaml(redis.port), policy, echo.port,
+                         {{"TOLLGATE_POW_SECRET", secret}});
+  auto b = start_gateway(redis_gateway_yaml(redis.port), policy, echo.port,
+                         {{"TOLLGATE_POW_SECRET", secret}});
   require_degraded(*a, 0);
   require_degraded(*b, 0);
 
@@ -496,8 +496,9 @@ TEST_CASE("redis keys carry the documented names and expire when their tat passe
       "      ipv4_individual: { short: { rate: 1/s, burst: 2 } }\n"
       "      ipv4_network: { short: { rate: 2/s, burst: 20 } }\n");
   gateway a(redis_gateway_yaml(redis.port), policy, echo.port);
-  gateway custom(redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed, key_prefix: \"app7:\""),
-                 policy, echo.port);
+  gateway custom(
+      redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed, key_prefix: \"app7:\""),
+      policy, echo.port);
   require_degraded(a, 0);
   require_degraded(custom, 0);
   REQUIRE(redis.cli({"DBSIZE"}) == "0");
@@ -579,8 +580,8 @@ TEST_CASE(
 
   // A new key_prefix is restart-only: it is named, and the running one stays.
   const auto before = gw.process->output().size();
-  line = gw.reload(redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed, key_prefix: \"new:\""),
-                   v2);
+  line = gw.reload(
+      redis_gateway_yaml(redis.port, "timeout: 1s, fail_mode: closed, key_prefix: \"new:\""), v2);
   if (line.find("in force") == std::string::npos) gw.process->wait_for_line("in force");
   const std::string log = gw.process->output().substr(before);
   INFO(log);
@@ -645,8 +646,8 @@ TEST_CASE(
     CHECK(redis.cli({"ACL", "SETUSER", "tollgate", "on", ">user-pass-7", "~*", "+@all"}) == "OK");
     auto gw = start_gateway(
         redis_gateway_yaml(redis.port,
-                     "timeout: 1s, fail_mode: closed, username: tollgate, password_env: "
-                     "TOLLGATE_TEST_REDIS_PASSWORD"),
+                           "timeout: 1s, fail_mode: closed, username: tollgate, password_env: "
+                           "TOLLGATE_TEST_REDIS_PASSWORD"),
         policy, echo.port, {{"TOLLGATE_TEST_REDIS_PASSWORD", "user-pass-7"}});
     require_degraded(*gw, 0);
     const auto r = request(gw->port, get("/p"));
@@ -696,8 +697,8 @@ TEST_CASE(
   echo_server echo;
   const auto policy = policy_yaml("      ipv4_individual: { short: { rate: 1/m, burst: 5 } }\n");
   const auto tls_yaml = [&](const std::string& ca, const std::string& server_name) {
-    return redis_gateway_yaml(tls_port, "timeout: 1s, fail_mode: closed, tls: { ca: " + dir.file(ca) +
-                                      ", server_name: " + server_name + " }");
+    return redis_gateway_yaml(tls_port, "timeout: 1s, fail_mode: closed, tls: { ca: " +
+                                            dir.file(ca) + ", server_name: " + server_name + " }");
   };
 
   {
@@ -745,10 +746,10 @@ TEST_CASE(
   }
   {
     // Without one, Redis ends the handshake.
-    gateway gw(
-        redis_gateway_yaml(mutual_port, "timeout: 1s, fail_mode: closed, tls: { ca: " +
-                                      dir.file("good-ca.pem") + ", server_name: redis.test }"),
-        policy, echo.port);
+    gateway gw(redis_gateway_yaml(mutual_port, "timeout: 1s, fail_mode: closed, tls: { ca: " +
+                                                   dir.file("good-ca.pem") +
+                                                   ", server_name: redis.test }"),
+               policy, echo.port);
     const std::string line = gw.process->wait_for_line("cannot use redis");
     INFO(line);
     CHECK(line.find("127.0.0.1:" + std::to_string(mutual_port)) != std::string::npos);

@@ -3,11 +3,11 @@
 // identical tats and waits, and so identical header values.
 
 #include <arpa/inet.h>
-#include <catch2/catch.hpp>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <filesystem>
@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "tests/integration/harness.hpp"
-#include "tests/redis/support.hpp"
 #include "../unit/support.hpp"
 #include "gateway/limit/headers.hpp"
 #include "gateway/limit/memory_store.hpp"
 #include "gateway/store/redis_wire.hpp"
+#include "tests/integration/harness.hpp"
+#include "tests/redis/support.hpp"
 
 using namespace tollgate;
 using namespace tollgate::limit;
@@ -48,9 +48,8 @@ class script_client {
   explicit script_client(std::uint16_t port) : c_(redisConnect("127.0.0.1", port)) {
     REQUIRE(c_);
     REQUIRE(c_->err == 0);
-    reply_ptr r(static_cast<redisReply*>(redisCommand(c_.get(), "SCRIPT LOAD %b",
-                                                      redis::gcra_script().data(),
-                                                      redis::gcra_script().size())));
+    reply_ptr r(static_cast<redisReply*>(redisCommand(
+        c_.get(), "SCRIPT LOAD %b", redis::gcra_script().data(), redis::gcra_script().size())));
     REQUIRE(r);
     REQUIRE(r->type == REDIS_REPLY_STRING);
     REQUIRE(std::string(r->str, r->len) == redis::gcra_sha());
@@ -61,8 +60,8 @@ class script_client {
     redis::command_args a;
     const std::string now = std::to_string(req.now);
     redis::build_call(a, "EVALSHA", redis::gcra_sha(), "t:", req, redis_time ? "" : now);
-    reply_ptr r(static_cast<redisReply*>(
-        redisCommandArgv(c_.get(), a.count, const_cast<const char**>(a.argv.data()), a.lengths.data())));
+    reply_ptr r(static_cast<redisReply*>(redisCommandArgv(
+        c_.get(), a.count, const_cast<const char**>(a.argv.data()), a.lengths.data())));
     REQUIRE(r);
     INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
     decision d;
@@ -73,12 +72,13 @@ class script_client {
   /// The script's decisions on `batch` (one call; every request's now must be the same).
   std::vector<decision> decide_batch(const std::vector<limit_request>& batch) {
     std::vector<redis::batch_entry> entries;
-    for (const auto& r : batch) entries.push_back({&r});
+    for (const auto& r : batch)
+      entries.push_back({&r});
     redis::command_args a;
     const std::string now = std::to_string(batch.front().now);
     redis::build_call(a, "EVALSHA", redis::gcra_sha(), "t:", entries, now);
-    reply_ptr r(static_cast<redisReply*>(
-        redisCommandArgv(c_.get(), a.count, const_cast<const char**>(a.argv.data()), a.lengths.data())));
+    reply_ptr r(static_cast<redisReply*>(redisCommandArgv(
+        c_.get(), a.count, const_cast<const char**>(a.argv.data()), a.lengths.data())));
     REQUIRE(r);
     INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
     nanos redis_now = 0;
@@ -157,8 +157,8 @@ TEST_CASE("the script decides the unit tests' GCRA cases as the in-process store
   const nanos t0 = unix_now_plus(7200 * sec);
 
   // Individual 10/s burst 5 with 100/h burst 50; network 10/s burst 3 (binds first).
-  const limit_spec fine = named(group(params(10, sec, 5), params(100, 3600 * sec, 50), 1),
-                                "a/ipv4_individual/32");
+  const limit_spec fine =
+      named(group(params(10, sec, 5), params(100, 3600 * sec, 50), 1), "a/ipv4_individual/32");
   const limit_spec coarse =
       named(group(params(10, sec, 3), {}, 2, level::ipv4_network), "a/ipv4_network/24");
   struct step {
@@ -167,11 +167,12 @@ TEST_CASE("the script decides the unit tests' GCRA cases as the in-process store
     std::uint32_t cost;
   };
   // A burst, a rejection at the network level, refills by time, a dearer request, idle time.
-  const std::vector<step> steps = {
-      {"198.51.100.9", 0, 1},        {"198.51.100.9", 0, 1},          {"198.51.100.9", 0, 1},
-      {"198.51.100.9", 0, 1},        {"198.51.100.10", 50 * ms, 1},   {"198.51.100.9", 100 * ms, 1},
-      {"198.51.100.9", 100 * ms, 1}, {"198.51.100.10", 250 * ms, 2},  {"198.51.100.10", 500 * ms, 2},
-      {"198.51.100.9", 3 * sec, 3},  {"198.51.100.9", 3 * sec, 1},    {"198.51.100.9", 3600 * sec, 1}};
+  const std::vector<step> steps = {{"198.51.100.9", 0, 1},         {"198.51.100.9", 0, 1},
+                                   {"198.51.100.9", 0, 1},         {"198.51.100.9", 0, 1},
+                                   {"198.51.100.10", 50 * ms, 1},  {"198.51.100.9", 100 * ms, 1},
+                                   {"198.51.100.9", 100 * ms, 1},  {"198.51.100.10", 250 * ms, 2},
+                                   {"198.51.100.10", 500 * ms, 2}, {"198.51.100.9", 3 * sec, 3},
+                                   {"198.51.100.9", 3 * sec, 1},   {"198.51.100.9", 3600 * sec, 1}};
   for (const step& s : steps) {
     CAPTURE(s.addr, s.at, s.cost);
     const auto req = ipv4_request(s.addr, &fine, &coarse, t0 + s.at, s.cost);
@@ -186,7 +187,8 @@ TEST_CASE("tats beyond 2^53 ns (a million hours of debt) are told exactly", "[re
   const nanos t0 = unix_now_plus(7200 * sec);
   // 1/h with a burst of a million: one request of the whole burst's cost leaves a tat a
   // million hours ahead, past what a Lua number holds exactly in nanoseconds.
-  const limit_spec huge = named(group(params(1, 3600 * sec, 1'000'000), {}, 1), "h/ipv4_individual/32");
+  const limit_spec huge =
+      named(group(params(1, 3600 * sec, 1'000'000), {}, 1), "h/ipv4_individual/32");
   for (const auto& [at, cost] : std::vector<std::pair<nanos, std::uint32_t>>{
            {0, 1'000'000}, {1, 1}, {3600 * sec, 1}, {7200 * sec + 7, 2}, {7200 * sec + 9, 1}}) {
     CAPTURE(at, cost);
@@ -195,9 +197,10 @@ TEST_CASE("tats beyond 2^53 ns (a million hours of debt) are told exactly", "[re
   }
 }
 
-TEST_CASE("random limit sets, costs and instants decide identically in the script and in "
-          "process",
-          "[redis][script]") {
+TEST_CASE(
+    "random limit sets, costs and instants decide identically in the script and in "
+    "process",
+    "[redis][script]") {
   redis_server server;
   script_client client(server.port);
   memory_store local({}, 1, 1);
@@ -207,10 +210,13 @@ TEST_CASE("random limit sets, costs and instants decide identically in the scrip
 
   // Limits with awkward constants: T of 1 ns, a third of a second, an hour; bursts from 1 to
   // the maximum; a shadowed limit, a header-keyed one, a global one.
-  const std::vector<gcra_params> shapes = {
-      params(1'000'000'000, sec, 1), params(3, sec, 2),       params(10, sec, 5),
-      params(1, 3600 * sec, 3),      params(7, 60 * sec, 1'000'000), params(1000, sec, 1000),
-      params(1, sec, 1)};
+  const std::vector<gcra_params> shapes = {params(1'000'000'000, sec, 1),
+                                           params(3, sec, 2),
+                                           params(10, sec, 5),
+                                           params(1, 3600 * sec, 3),
+                                           params(7, 60 * sec, 1'000'000),
+                                           params(1000, sec, 1000),
+                                           params(1, sec, 1)};
   std::vector<limit_spec> specs;
   for (std::uint32_t i = 0; i < 24; ++i) {
     const gcra_params s = shapes[rnd() % shapes.size()];
@@ -260,7 +266,8 @@ TEST_CASE("random limit sets, costs and instants decide identically in the scrip
     const std::string addr = "198.51.100." + std::to_string(rnd() % 4);
     const auto set = rnd() % 6;  // which limits this request carries (6 sets of 4)
     limit_request req = ipv4_request(addr, &specs[set * 4], &specs[set * 4 + 1], now);
-    std::uint32_t min_burst = std::min(specs[set * 4].tiers[0].burst, specs[set * 4 + 1].tiers[0].burst);
+    std::uint32_t min_burst =
+        std::min(specs[set * 4].tiers[0].burst, specs[set * 4 + 1].tiers[0].burst);
     for (int k = 2; k < 4; ++k) {
       if (rnd() % 3 == 0) continue;
       const limit_spec& s = specs[set * 4 + k];
@@ -293,10 +300,10 @@ TEST_CASE("a batch decides its requests one after the other, as the in-process s
   std::mt19937_64 rnd(7);
   nanos now = unix_now_plus(7200 * sec);
   // Few addresses and small bursts: requests of one batch meet on the same keys.
-  const limit_spec fine = named(group(params(10, sec, 3), params(20000, 3600 * sec, 200), 1),
-                                "b/ipv4_individual/32");
-  limit_spec coarse = named(group(params(20, sec, 6), {}, 2, level::ipv4_network),
-                            "b/ipv4_network/24");
+  const limit_spec fine =
+      named(group(params(10, sec, 3), params(20000, 3600 * sec, 200), 1), "b/ipv4_individual/32");
+  limit_spec coarse =
+      named(group(params(20, sec, 6), {}, 2, level::ipv4_network), "b/ipv4_network/24");
   limit_spec shadowed = named(keyed("s", key_source::global, params(5, sec, 4), 3, true), "b/s");
   int admitted = 0, rejected = 0;
   for (int n = 0; n < 400; ++n) {
@@ -328,8 +335,8 @@ TEST_CASE("on Redis's clock the script writes one value per key that expires at 
   redis_server server;
   script_client client(server.port);
   // 10/s burst 2 and 1/h burst 1: the key lives until the hourly tat.
-  const limit_spec fine = named(group(params(10, sec, 2), params(1, 3600 * sec, 1), 1),
-                                "a/ipv4_individual/32");
+  const limit_spec fine =
+      named(group(params(10, sec, 2), params(1, 3600 * sec, 1), 1), "a/ipv4_individual/32");
   const limit_spec coarse =
       named(group(params(100, sec, 2), {}, 2, level::ipv4_network), "a/ipv4_network/24");
   const auto req = ipv4_request("192.0.2.7", &fine, &coarse, 0);
@@ -449,11 +456,14 @@ TEST_CASE("a hostile or broken Redis costs bounded memory and the gateway keeps 
   const std::vector<variant> variants = {
       // hiredis 0.14 would allocate 16 GB of element pointers for this header alone.
       {"an array of two billion elements", "*2000000000\r\n", false},
-      {"nested arrays past the reply's budget", [] {
+      {"nested arrays past the reply's budget",
+       [] {
          std::string s = "*60000\r\n";
-         for (int i = 0; i < 60; ++i) s += "*60000\r\n";
+         for (int i = 0; i < 60; ++i)
+           s += "*60000\r\n";
          return s;
-       }(), false},
+       }(),
+       false},
       // A bulk string that never ends: at most 4 MiB is held, then the connection goes.
       {"an endless bulk string", "$999999999\r\n" + std::string(64 * 1024, 'x'), true},
       {"not RESP at all", "HTTP/1.1 200 OK\r\n\r\n", false},
@@ -463,17 +473,19 @@ TEST_CASE("a hostile or broken Redis costs bounded memory and the gateway keeps 
     CAPTURE(v.name);
     hostile_redis redis(v.reply, v.endless);
     echo_server echo;
-    gateway gw("listeners: [{ name: public, address: 127.0.0.1, port: 0 }]\n"
-               "admin: { address: 127.0.0.1, port: 0 }\n"
-               "workers: 1\n"
-               "upstreams: { app: { endpoints: ['{echo}'] } }\n"
-               "default_route: { category: general, upstream: app }\n"
-               "policies: ['{policy}']\n"
-               "store: { type: redis, address: '127.0.0.1:" + std::to_string(redis.port) +
-                   "', timeout: 20ms, connect_timeout: 300ms, fail_mode: open }\n",
-               "categories:\n  general:\n    limits:\n"
-               "      ipv4_individual: { short: { rate: 10/s, burst: 10 } }\n",
-               echo.port);
+    gateway gw(
+        "listeners: [{ name: public, address: 127.0.0.1, port: 0 }]\n"
+        "admin: { address: 127.0.0.1, port: 0 }\n"
+        "workers: 1\n"
+        "upstreams: { app: { endpoints: ['{echo}'] } }\n"
+        "default_route: { category: general, upstream: app }\n"
+        "policies: ['{policy}']\n"
+        "store: { type: redis, address: '127.0.0.1:" +
+            std::to_string(redis.port) +
+            "', timeout: 20ms, connect_timeout: 300ms, fail_mode: open }\n",
+        "categories:\n  general:\n    limits:\n"
+        "      ipv4_individual: { short: { rate: 10/s, burst: 10 } }\n",
+        echo.port);
     // The link is refused, reconnects, is refused again...; requests are answered by
     // fail_mode open meanwhile, and the process stays small.
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -488,31 +500,37 @@ TEST_CASE("a hostile or broken Redis costs bounded memory and the gateway keeps 
     }
     CHECK(rss_kib(gw.process->pid()) < rss_bound_kib);
     CHECK(sample(metrics_text(gw), "tollgate_store_degraded") == 1);
-    CHECK(gw.process->wait_for_line("cannot use redis").find("127.0.0.1:" +
-                                                            std::to_string(redis.port)) !=
-          std::string::npos);
+    CHECK(gw.process->wait_for_line("cannot use redis")
+              .find("127.0.0.1:" + std::to_string(redis.port)) != std::string::npos);
   }
 }
 
 TEST_CASE("tollgate --check-config refuses a Redis store that could not start", "[redis][config]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("tollgate-check-" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tollgate-check-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "p.yaml") << "categories:\n  general:\n    limits:\n"
                                    "      ipv4_individual: { short: { rate: 1/s, burst: 5 } }\n";
-  auto check = [&](const std::string& store) {
-    std::ofstream(dir / "g.yaml") << "listeners: [{ name: public, address: 127.0.0.1, port: 8080 }]\n"
-                                     "upstreams: { app: { endpoints: ['127.0.0.1:1'] } }\n"
-                                     "default_route: { category: general, upstream: app }\n"
-                                     "policies: [p.yaml]\n"
-                                     "store: " + store + "\n";
-    std::string out;
-    const int rc = run_with_input({built("tollgate"), "--check-config", (dir / "g.yaml").string()}, "", out);
-    return std::pair{rc, out};
-  };
+  auto check =
+      [&](const std::string& store) {
+        std::ofstream(dir / "g.yaml")
+            << "listeners: [{ name: public, address: 127.0.0.1, port: 8080 }]\n"
+               "upstreams: { app: { endpoints: ['127.0.0.1:1'] } }\n"
+               "default_route: { category: general, upstream: app }\n"
+               "policies: [p.yaml]\n"
+               "store: " +
+                   store + "\n";
+        std::string out;
+        const int rc = run_with_input(
+            {built("tollgate"), "--check-config", (dir / "g.yaml").string()}, "", out);
+        return std::pair{rc, out};
+      };
   ::unsetenv("TOLLGATE_TEST_UNSET_PASSWORD");
-  auto [rc1, out1] = check("{ type: redis, address: '127.0.0.1:6379', password_env: TOLLGATE_TEST_UNSET_PASSWORD }");
+  auto [rc1, out1] = check(
+      "{ type: redis, address: '127.0.0.1:6379', password_env: TOLLGATE_TEST_UNSET_PASSWORD }");
   CHECK(rc1 == 1);
-  CHECK(out1.find("g.yaml: store.password_env: TOLLGATE_TEST_UNSET_PASSWORD is not set") != std::string::npos);
+  CHECK(out1.find("g.yaml: store.password_env: TOLLGATE_TEST_UNSET_PASSWORD is not set") !=
+        std::string::npos);
   auto [rc2, out2] = check("{ type: redis, address: '127.0.0.1:6379', tls: { ca: missing.pem } }");
   CHECK(rc2 == 1);
   CHECK(out2.find("store.tls.ca: " + (dir / "missing.pem").string()) != std::string::npos);
@@ -525,20 +543,21 @@ TEST_CASE("tollgate --check-config refuses a Redis store that could not start", 
 TEST_CASE("the keys of 100 000 addresses expire once their tats pass", "[redis][expiry]") {
   redis_server redis;
   echo_server echo;
-  gateway gw("listeners: [{ name: public, address: 127.0.0.1, port: 0 }]\n"
-             "admin: { address: 127.0.0.1, port: 0 }\n"
-             "workers: 2\n"
-             "trusted_proxies: [127.0.0.1/32]\n"
-             "upstreams: { app: { endpoints: ['{echo}'] } }\n"
-             "default_route: { category: general, upstream: app }\n"
-             "policies: ['{policy}']\n"
-             "store: { type: redis, address: '127.0.0.1:" + std::to_string(redis.port) +
-                 "', timeout: 1s, fail_mode: closed }\n",
-             // An address's tat lies 5 s ahead after its request (12/m, burst 1).
-             "categories:\n  general:\n    limits:\n"
-             "      ipv4_individual: { short: { rate: 12/m, burst: 1 } }\n"
-             "      ipv4_network: { short: { rate: 100000/s, burst: 1000 } }\n",
-             echo.port);
+  gateway gw(
+      "listeners: [{ name: public, address: 127.0.0.1, port: 0 }]\n"
+      "admin: { address: 127.0.0.1, port: 0 }\n"
+      "workers: 2\n"
+      "trusted_proxies: [127.0.0.1/32]\n"
+      "upstreams: { app: { endpoints: ['{echo}'] } }\n"
+      "default_route: { category: general, upstream: app }\n"
+      "policies: ['{policy}']\n"
+      "store: { type: redis, address: '127.0.0.1:" +
+          std::to_string(redis.port) + "', timeout: 1s, fail_mode: closed }\n",
+      // An address's tat lies 5 s ahead after its request (12/m, burst 1).
+      "categories:\n  general:\n    limits:\n"
+      "      ipv4_individual: { short: { rate: 12/m, burst: 1 } }\n"
+      "      ipv4_network: { short: { rate: 100000/s, burst: 1000 } }\n",
+      echo.port);
   require_degraded(gw, 0);
   // 100 connections of 1 000 pipelined requests, each from its own address in 10.0.0.0/8
   // (X-Forwarded-For from the trusted loopback): 100 000 /32 keys and 391 /24 keys.
@@ -554,11 +573,13 @@ TEST_CASE("the keys of 100 000 addresses expire once their tats pass", "[redis][
           raw += "GET /x HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 10." + std::to_string(n >> 16) +
                  "." + std::to_string((n >> 8) & 255) + "." + std::to_string(n & 255) + "\r\n\r\n";
         }
-        for (const auto& r : exchange(gw.port, raw, per_connection)) ok += r.status == 200;
+        for (const auto& r : exchange(gw.port, raw, per_connection))
+          ok += r.status == 200;
       }
     });
   }
-  for (auto& c : clients) c.join();
+  for (auto& c : clients)
+    c.join();
   CHECK(ok == connections * per_connection);
   const long long peak = std::stoll(redis.cli({"dbsize"}));
   CHECK(peak > 10'000);

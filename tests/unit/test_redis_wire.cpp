@@ -2,8 +2,8 @@
 // the script call, the decoding of replies fed through hiredis's own reader, redirections,
 // and the over-limit cache.
 
-#include <catch2/catch.hpp>
 #include <hiredis/hiredis.h>
+#include <catch2/catch.hpp>
 
 #include <memory>
 #include <string>
@@ -41,7 +41,8 @@ reply_ptr read_reply(const std::string& resp) {
 /// A RESP array of integers.
 std::string integers(const std::vector<long long>& v) {
   std::string out = "*" + std::to_string(v.size()) + "\r\n";
-  for (const long long x : v) out += ":" + std::to_string(x) + "\r\n";
+  for (const long long x : v)
+    out += ":" + std::to_string(x) + "\r\n";
   return out;
 }
 
@@ -77,7 +78,8 @@ TEST_CASE("a request's address keys share the tag of its coarse network", "[redi
   CHECK(redis::key_slot(a) == redis::key_slot(b));
 
   // IPv6: the /48 is the tag, the /64 the key.
-  limit_spec v6fine = named(group(params(1, sec, 5), {}, 3, level::ipv6_subnet), "api/ipv6_subnet/64");
+  limit_spec v6fine =
+      named(group(params(1, sec, 5), {}, 3, level::ipv6_subnet), "api/ipv6_subnet/64");
   limit_request r6;
   const auto a6 = address::parse("2001:db8:1:2::9").value();
   const auto k6 = keys_of(a6, {});
@@ -106,8 +108,8 @@ TEST_CASE("keys other than the address carry their own tag", "[redis]") {
 }
 
 TEST_CASE("the script call carries the keys, the cost and each group's constants", "[redis]") {
-  const limit_spec fine = named(group(params(10, sec, 5), params(100, 3600 * sec, 50), 1),
-                                "auth/ipv4_individual/32");
+  const limit_spec fine =
+      named(group(params(10, sec, 5), params(100, 3600 * sec, 50), 1), "auth/ipv4_individual/32");
   limit_spec coarse =
       named(group(params(1, sec, 7), {}, 2, level::ipv4_network), "auth/ipv4_network/24");
   coarse.shadow = true;
@@ -115,15 +117,35 @@ TEST_CASE("the script call carries the keys, the cost and each group's constants
   redis::command_args a;
   redis::build_call(a, "EVALSHA", redis::gcra_sha(), "tg:", req);
   std::vector<std::string> args;
-  for (int i = 0; i < a.count; ++i) args.emplace_back(a.argv[i], a.lengths[i]);
+  for (int i = 0; i < a.count; ++i)
+    args.emplace_back(a.argv[i], a.lengths[i]);
   // KEYS, then: now (empty: Redis's), the limits (shadow, each tier's T and burst), one
   // request: its cost, its groups, and per group its key's and its limit's index.
   const std::vector<std::string> expected = {
-      "EVALSHA", redis::gcra_sha(), "2",
+      "EVALSHA",
+      redis::gcra_sha(),
+      "2",
       "{tg:198.51.100.0/24}auth/ipv4_individual/32:198.51.100.7",
       "{tg:198.51.100.0/24}auth/ipv4_network/24:198.51.100.0",
-      "", "2", "0", "100000000", "5", "36000000000", "50", "1", "1000000000", "7", "0", "0",
-      "1", "2", "2", "1", "1", "2", "2"};
+      "",
+      "2",
+      "0",
+      "100000000",
+      "5",
+      "36000000000",
+      "50",
+      "1",
+      "1000000000",
+      "7",
+      "0",
+      "0",
+      "1",
+      "2",
+      "2",
+      "1",
+      "1",
+      "2",
+      "2"};
   CHECK(args == expected);
   CHECK(redis::gcra_sha().size() == 40);
 
@@ -140,7 +162,8 @@ TEST_CASE("the script call carries the keys, the cost and each group's constants
   const redis::batch_entry batch[] = {{&req}, {&same}, {&neighbour}};
   redis::build_call(a, "EVALSHA", redis::gcra_sha(), "tg:", batch);
   args.clear();
-  for (int i = 0; i < a.count; ++i) args.emplace_back(a.argv[i], a.lengths[i]);
+  for (int i = 0; i < a.count; ++i)
+    args.emplace_back(a.argv[i], a.lengths[i]);
   // 3 keys, 2 limits (listed once), 3 requests of 2 groups.
   REQUIRE(args.size() == 2 + 1 + 3 + 1 + 1 + 2 * 5 + 1 + 3 * (2 + 2 * 2));
   CHECK(args[2] == "3");
@@ -150,13 +173,15 @@ TEST_CASE("the script call carries the keys, the cost and each group's constants
   // Each request: cost, groups, then (key, limit) per group. The second names keys 1 and 2,
   // the third keys 3 and 2; all three limits 1 and 2.
   CHECK(std::vector<std::string>(args.begin() + 19, args.end()) ==
-        std::vector<std::string>{"2", "2", "1", "1", "2", "2", "1", "2", "1", "1", "2", "2",
-                                 "1", "2", "3", "1", "2", "2"});
+        std::vector<std::string>{"2", "2", "1", "1", "2", "2", "1", "2", "1", "1", "2", "2", "1",
+                                 "2", "3", "1", "2", "2"});
 }
 
 TEST_CASE("commands are written byte for byte as hiredis formats them", "[redis]") {
   const std::vector<std::vector<std::string>> cases = {
-      {"PING"}, {"SET", "k", ""}, {"EVALSHA", redis::gcra_sha(), "0", "", "1"},
+      {"PING"},
+      {"SET", "k", ""},
+      {"EVALSHA", redis::gcra_sha(), "0", "", "1"},
       {"SET", std::string("a\0b\r\n", 5), std::string(70000, 'x')}};
   for (const auto& c : cases) {
     redis::command_args a;
@@ -178,8 +203,8 @@ TEST_CASE("commands are written byte for byte as hiredis formats them", "[redis]
 
 TEST_CASE("a script reply becomes the decision, tats placed on the gateway's clock", "[redis]") {
   // Short 10/s burst 5 (T = 100 ms); long 100/h burst 50 (T = 36 s).
-  const limit_spec fine = named(group(params(10, sec, 5), params(100, 3600 * sec, 50), 1),
-                                "auth/ipv4_individual/32");
+  const limit_spec fine =
+      named(group(params(10, sec, 5), params(100, 3600 * sec, 50), 1), "auth/ipv4_individual/32");
   const auto req = ipv4_request("198.51.100.7", &fine, nullptr, t0);
 
   SECTION("admitted") {
@@ -212,7 +237,8 @@ TEST_CASE("a script reply becomes the decision, tats placed on the gateway's clo
   }
   SECTION("admitted past a shadowed limit; times past 2^53 ns as text") {
     // 1/h burst 1 000 000: a tat up to a million hours ahead, beyond a double's integers.
-    const limit_spec wide = named(group(params(1, 3600 * sec, 1'000'000), {}, 2), "w/ipv4_individual/32");
+    const limit_spec wide =
+        named(group(params(1, 3600 * sec, 1'000'000), {}, 2), "w/ipv4_individual/32");
     const auto req2 = ipv4_request("198.51.100.7", &wide, nullptr, t0);
     const auto r = read_reply("*4\r\n:5\r\n:0\r\n:2\r\n$21\r\n1:3000000000:12345678\r\n");
     decision d;
@@ -228,12 +254,13 @@ TEST_CASE("a script reply becomes the decision, tats placed on the gateway's clo
     CHECK_FALSE(redis::decode_decision(*read_reply("-ERR x\r\n"), req, d));
     // A verdict out of range; a string where an integer belongs; malformed long times.
     CHECK_FALSE(redis::decode_decision(*read_reply(integers({5, 0, 3, 1, 1})), req, d));
-    CHECK_FALSE(redis::decode_decision(*read_reply("*5\r\n:5\r\n:0\r\n$1\r\n1\r\n:1\r\n:1\r\n"), req, d));
+    CHECK_FALSE(
+        redis::decode_decision(*read_reply("*5\r\n:5\r\n:0\r\n$1\r\n1\r\n:1\r\n:1\r\n"), req, d));
     for (const char* text : {"1:1", "2:1:1", "1:-1:0", "1:1:1000000000", "1:1:1x", "x"}) {
       CAPTURE(text);
       const std::string t(text);
-      const std::string resp = "*5\r\n:5\r\n:0\r\n:1\r\n$" + std::to_string(t.size()) +
-                               "\r\n" + t + "\r\n:36000000000\r\n";
+      const std::string resp = "*5\r\n:5\r\n:0\r\n:1\r\n$" + std::to_string(t.size()) + "\r\n" + t +
+                               "\r\n:36000000000\r\n";
       CHECK_FALSE(redis::decode_decision(*read_reply(resp), req, d));
     }
     // Past burst·T; a rejection without a wait; Redis's nanoseconds out of range.

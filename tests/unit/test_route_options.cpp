@@ -131,7 +131,8 @@ TEST_CASE("case_insensitive: ASCII letters in any case", "[router][options]") {
   });
 }
 
-TEST_CASE("ignore_path_parameters: path parameters dropped from every segment", "[router][options]") {
+TEST_CASE("ignore_path_parameters: path parameters dropped from every segment",
+          "[router][options]") {
   check_rows({
       {exact, "/api/auth/login", "p", "/api/auth/login", true},
       {exact, "/api/auth/login", "p", "/api/auth/login;x=1", true},

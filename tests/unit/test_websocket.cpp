@@ -65,9 +65,9 @@ TEST_CASE("frame headers: every length form, the mask, and what is too short") {
     bool masked;
     std::uint8_t size;
   };
-  for (const row r : {row{0, true, 6}, row{125, true, 6}, row{126, true, 8}, row{65535, true, 8},
-                      row{65536, true, 14}, row{5, false, 2}, row{300, false, 4},
-                      row{70000, false, 10}}) {
+  for (const row r :
+       {row{0, true, 6}, row{125, true, 6}, row{126, true, 8}, row{65535, true, 8},
+        row{65536, true, 14}, row{5, false, 2}, row{300, false, 4}, row{70000, false, 10}}) {
     CAPTURE(r.length, r.masked);
     const bytes b = frame(binary, true, r.length, r.masked);
     const frame_header h = header_of(b);
@@ -126,8 +126,9 @@ TEST_CASE("close frames the gateway sends: exact bytes, masked towards the upstr
 
 TEST_CASE("the splitter gives the same frames however the reads cut the stream") {
   bytes stream;
-  for (const bytes& f : {frame(text, false, 3), frame(ping, true, 0), frame(continuation, true, 300),
-                         frame(binary, true, 70000), frame(opcode::close, true, 2)}) {
+  for (const bytes& f :
+       {frame(text, false, 3), frame(ping, true, 0), frame(continuation, true, 300),
+        frame(binary, true, 70000), frame(opcode::close, true, 2)}) {
     stream.insert(stream.end(), f.begin(), f.end());
   }
   struct seen {
