@@ -8,11 +8,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include "gateway/admission/problem.hpp"
 #include "gateway/core/text.hpp"
 #include "gateway/limit/address.hpp"
 #include "gateway/net/heads.hpp"
 
 namespace tollgate::net {
+
+using admission::problem_body;
 
 namespace {
 
@@ -141,7 +144,7 @@ std::string upstream_problem(bool timeout, const std::string& name, const std::s
 
 /// Renders the request head for the upstream: the client's X-Forwarded-For kept and the peer
 /// appended, X-Forwarded-Proto, and X-Real-IP, the address the request was charged to.
-void upstream_head(const request_parser& parser, const forward_request& r, connection_scratch& sc) {
+void upstream_head(const request_parser& parser, const request_in_hand& r, connection_scratch& sc) {
   sc.forwarded_for.clear();
   const auto [first, last] = parser.get().base().equal_range("X-Forwarded-For");
   for (auto f = first; f != last; ++f) {
@@ -152,48 +155,48 @@ void upstream_head(const request_parser& parser, const forward_request& r, conne
   sc.forwarded_for += r.peer_text;
   // Usually the peer itself: its text was made once for the connection.
   std::string_view real_ip = r.peer_text;
-  if (!(r.client == r.peer)) {
-    sc.client_text = r.client.to_string();
+  if (!(r.adm.client == r.peer)) {
+    sc.client_text = r.adm.client.to_string();
     real_ip = sc.client_text;
   }
   // An HTTP/1.0 request may come without Host; the upstream gets one all the same (its
   // first endpoint, as a client of that endpoint would send).
   std::string host;
-  if (r.host_missing) {
-    const auto& endpoint = r.snap.config.upstreams[r.route.upstream].endpoints.front();
+  if (!r.has_host) {
+    const auto& endpoint = r.snap->config.upstreams[r.adm.route->upstream].endpoints.front();
     const bool literal_v6 = endpoint.host.find(':') != std::string::npos;
     host = literal_v6 ? "[" + endpoint.host + "]" : endpoint.host;
     host += ':';
     core::append_decimal(host, endpoint.port);
   }
-  render_upstream_head(
-      sc.head, parser,
-      {sc.forwarded_for, r.tls ? "https" : "http", real_ip, host, sc.fields.shadow, r.upgrade});
+  render_upstream_head(sc.head, parser,
+                       {sc.forwarded_for, r.adm.tls ? "https" : "http", real_ip, host,
+                        r.adm.rate.shadow, r.adm.upgrade});
 }
 
 /// Records the violations an upstream response reports: its X-Tollgate-Violation fields and
 /// a status the category maps to a reason. Unknown reasons are ignored (logged at debug).
-void record_response_violations(worker& w, const forward_request& r, const response_parser& rp) {
+void record_response_violations(worker& w, const request_in_hand& r, const response_parser& rp) {
   const auto& res = rp.get();
-  const auto& rules = r.snap.policy.violations();
+  const auto& rules = r.snap->policy.violations();
   const auto [first, last] = res.base().equal_range(violation_field);
-  const auto& pow = r.route.category->pow;
+  const auto& pow = r.adm.route->category->pow;
   const unsigned status = res.result_int();
   const bool by_status = std::any_of(pow.status_violations.begin(), pow.status_violations.end(),
                                      [&](const auto& v) { return v.first == status; });
   if (first == last && !by_status) return;  // the usual case: nothing to record
-  if (r.exempt) return;                     // the allow list: never banned (DESIGN §9)
+  if (r.adm.exempt) return;                 // the allow list: never banned (DESIGN §9)
   const core::nanos now = w.shared.clock.now();
   for (auto f = first; f != last; ++f) {
     const std::string_view reason = core::trim(sv(f->value()));
     if (const auto i = rules.find(reason)) {
-      record_violation(w, r.snap, r.who, *i, now);
+      record_violation(w, *r.snap, r.adm.who, *i, now);
     } else {
       spdlog::debug("upstream reported an unknown violation reason '{}'", reason);
     }
   }
   for (const auto& [s, reason] : pow.status_violations) {
-    if (s == status) record_violation(w, r.snap, r.who, reason, now);
+    if (s == status) record_violation(w, *r.snap, r.adm.who, reason, now);
   }
 }
 
@@ -219,7 +222,7 @@ namespace {
 /// forward()'s frame for the whole exchange.
 struct exchange {
   worker& w;                                  ///< the worker serving it
-  const forward_request& r;                   ///< the admitted request
+  const request_in_hand& r;                   ///< the admitted request
   deadline_watch& watch;                      ///< bounds every phase
   beast::flat_buffer& client_buffer;          ///< client bytes read past the head
   request_parser& parser;                     ///< the request (head read, body to come)
@@ -232,35 +235,33 @@ struct exchange {
 /// client connection stays open.
 task<bool> answer_failure(exchange& x, metrics::upstream_error kind, std::string what,
                           bool keep_alive) {
-  const forward_request& r = x.r;
+  const request_in_hand& r = x.r;
   x.w.counters
-      .upstream_errors[r.snap.upstream_metric[r.route.upstream]][static_cast<std::size_t>(kind)]
+      .upstream_errors[r.snap->upstream_metric[r.adm.route->upstream]]
+                      [static_cast<std::size_t>(kind)]
       .add();
-  if (r.upgrade) {
+  if (r.adm.upgrade) {
     x.w.counters
-        .ws_refused[r.snap.metric_of(*r.route.category)]
+        .ws_refused[r.snap->metric_of(r.adm.category())]
                    [static_cast<std::size_t>(metrics::upgrade_refusal::upstream_failed)]
         .add();
   }
   const bool timeout = kind == metrics::upstream_error::timeout;
-  // The gateway's own answer: the spent proof's cookie cleared, CORS where the gateway owns
-  // it, as on the upstream's.
-  const request_in_hand& in = x.sc.request;
+  // The gateway's own answer, with its own fields as on the upstream's.
   x.sc.response_fields.clear();
-  if (in.pow_cookie) x.sc.response_fields += clear_pow_cookie(r.tls);
-  if (in.cors != nullptr) in.cors->append_answer_fields(x.sc.response_fields, in.cors_origin);
+  admission::append_own_fields(r.adm, x.sc.response_fields);
   // Named before the co_await: GCC 12 destroys temporaries of a conditional expression inside
   // a co_await argument list twice.
   const std::string body =
-      upstream_problem(timeout, r.snap.config.upstreams[r.route.upstream].name, what);
+      upstream_problem(timeout, r.snap->config.upstreams[r.adm.route->upstream].name, what);
   const local_answer answer{timeout ? http::status::gateway_timeout : http::status::bad_gateway,
                             body,
                             x.sc.response_fields,
                             {},
-                            &x.sc.fields,
+                            &x.r.adm.rate,
                             keep_alive,
                             r.version,
-                            r.snap.config.limits.body_timeout,
+                            r.snap->config.limits.body_timeout,
                             x.parser.get().method() == http::verb::head};
   co_return co_await write_local(x.watch, x.sc, answer);
 }
@@ -288,14 +289,23 @@ bool closed_before_answer(const error_code& ec) noexcept {
          ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
 }
 
+/// How exchange_head ended.
+struct head_result {
+  bool answered = false;  ///< no response head to relay: the exchange ended (answered or not)
+  bool stay = false;      ///< then: whether the client connection stays open
+
+  static head_result response() noexcept { return {}; }
+  static head_result ended(bool stay) noexcept { return {true, stay}; }
+};
+
 /// Sends the request (head in `sc.head`, body from the client) and reads the response head
-/// into `x.rp`. Returns nothing when the response head is there; otherwise the failure was
-/// already answered and the value says whether the client connection stays open.
-task<std::optional<bool>> exchange_head(exchange& x) {
+/// into `x.rp`. The result says whether a response head is there to relay, or the exchange
+/// ended (a failure was answered, or the client is gone).
+task<head_result> exchange_head(exchange& x) {
   auto& [w, r, watch, client_buffer, parser, sc, conn, rp] = x;
-  const auto& limits = r.snap.config.limits;
+  const auto& limits = r.snap->config.limits;
   const auto body_timeout = limits.body_timeout;
-  const auto response_timeout = r.snap.config.upstreams[r.route.upstream].response_timeout;
+  const auto response_timeout = r.snap->config.upstreams[r.adm.route->upstream].response_timeout;
   // The request's body: each write to the upstream within the response timeout.
   const relay_bounds bounds{body_timeout, response_timeout, limits.max_header_bytes,
                             limits.min_body_rate};
@@ -307,20 +317,25 @@ task<std::optional<bool>> exchange_head(exchange& x) {
   const bool replayable = parser.is_done() && idempotent(req.method());
   for (int attempt = 0;; ++attempt) {
     connect_failure why;
-    conn = co_await w.pool.acquire(r.snap, r.route.upstream, watch, why);
+    conn = co_await w.pool.acquire(*r.snap, r.adm.route->upstream, watch, why);
     if (!conn) {
       const bool timeout = why == connect_failure::timeout;
       // Named before the co_await (GCC 12 and temporaries of ?: in co_await arguments).
       std::string what = timeout ? "did not accept a connection in time" : "refused the connection";
       const auto kind =
           timeout ? metrics::upstream_error::timeout : metrics::upstream_error::connect;
-      co_return co_await answer_failure(x, kind, std::move(what), r.keep_alive && parser.is_done());
+      {
+        const bool stay =
+            co_await answer_failure(x, kind, std::move(what), r.keep_alive && parser.is_done());
+        co_return head_result::ended(stay);
+      }
     }
     if (expects_continue && !parser.is_done()) {
       static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
       watch.client_for(body_timeout);
       asio::const_buffer line = asio::buffer(continue_line.data(), continue_line.size());
-      if (co_await write_all(watch.stream, std::span(&line, 1))) co_return false;
+      if (co_await write_all(watch.stream, std::span(&line, 1)))
+        co_return head_result::ended(false);
     }
     // The head goes with the first piece of the body: one system call where two would do.
     bool client_failed = false;
@@ -337,7 +352,7 @@ task<std::optional<bool>> exchange_head(exchange& x) {
                                   body,
                                   {},
                                   {},
-                                  &sc.fields,
+                                  &r.adm.rate,
                                   false,
                                   r.version,
                                   body_timeout};
@@ -346,12 +361,12 @@ task<std::optional<bool>> exchange_head(exchange& x) {
         const std::string body =
             problem_body(400, "Bad Request", "chunk extensions or trailers too large");
         const local_answer answer{
-            http::status::bad_request, body, {}, {}, &sc.fields, false, r.version, body_timeout};
+            http::status::bad_request, body, {}, {}, &r.adm.rate, false, r.version, body_timeout};
         co_await write_local(watch, sc, answer);
       }
       // Otherwise the client stopped sending its body (gone, malformed or too slow): not the
       // upstream's failure, and nobody is left to answer.
-      co_return false;
+      co_return head_result::ended(false);
     }
     // A write to the upstream failed. It may have answered before the body was all sent (a
     // 413 for a body it will not take) and closed: that answer is read and relayed like any
@@ -369,18 +384,22 @@ task<std::optional<bool>> exchange_head(exchange& x) {
       watch.upstream_for(&conn->socket, response_timeout);
       ec = co_await read_head(conn->socket, conn->buffer, *rp);
       const unsigned status = ec ? 0 : rp->get().result_int();
-      if (status == 101 && !r.upgrade) ec = asio::error::operation_not_supported;
+      if (status == 101 && !r.adm.upgrade) ec = asio::error::operation_not_supported;
       if (ec || status >= 200 || status == 101) break;
     }
-    if (!ec) co_return std::nullopt;
+    if (!ec) co_return head_result::response();
     const bool timeout = watch.upstream_timed_out;  // the watchdog closed it
     if (conn->reused && replayable && attempt == 0 && !timeout && closed_before_answer(ec)) {
       continue;  // a stale pooled connection: once more on a fresh one
     }
-    w.pool.failed(r.snap, conn->upstream, conn->endpoint);
+    w.pool.failed(*r.snap, conn->upstream, conn->endpoint);
     std::string what = timeout ? std::string("did not answer in time") : "failed: " + ec.message();
     const auto kind = timeout ? metrics::upstream_error::timeout : metrics::upstream_error::reset;
-    co_return co_await answer_failure(x, kind, std::move(what), r.keep_alive && parser.is_done());
+    {
+      const bool stay =
+          co_await answer_failure(x, kind, std::move(what), r.keep_alive && parser.is_done());
+      co_return head_result::ended(stay);
+    }
   }
 }
 
@@ -391,14 +410,15 @@ task<bool> switch_protocols(exchange& x) {
   auto& [w, r, watch, client_buffer, parser, sc, conn, rp] = x;
   const auto& res = rp->get();
   if (!has_token(res.base(), http::field::upgrade, "websocket")) {
-    w.pool.failed(r.snap, conn->upstream, conn->endpoint);
+    w.pool.failed(*r.snap, conn->upstream, conn->endpoint);
     co_return co_await answer_failure(x, metrics::upstream_error::reset,
                                       "switched to another protocol than websocket", false);
   }
-  render_switching_head(sc.head, *rp, sc.fields,
-                        sc.request.pow_cookie ? clear_pow_cookie(r.tls) : std::string_view());
+  render_switching_head(
+      sc.head, *rp, r.adm.rate,
+      r.adm.pow_cookie ? admission::clear_pow_cookie(r.adm.tls) : std::string_view());
   sc.status = 101;
-  watch.client_for(r.snap.config.limits.body_timeout);
+  watch.client_for(r.snap->config.limits.body_timeout);
   asio::const_buffer head = asio::buffer(sc.head);
   if (co_await write_all(watch.stream, std::span(&head, 1))) co_return false;
   sc.ws_extensions = res.find(http::field::sec_websocket_extensions) != res.end();
@@ -408,9 +428,9 @@ task<bool> switch_protocols(exchange& x) {
 
 }  // namespace
 
-task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
-                   beast::flat_buffer& client_buffer, request_parser& parser,
-                   connection_scratch& sc) {
+task<bool> forward(worker& w, deadline_watch& watch, connection_scratch& sc) {
+  const request_in_hand& r = sc.request;
+  request_parser& parser = *sc.request.parser;
   // Whatever way this returns, the upstream connection is pooled or gone: the watchdog must
   // not hold on to it.
   struct forget_upstream {
@@ -419,23 +439,23 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
   } const forget{watch};
   upstream_head(parser, r, sc);
   const auto exchange_start = std::chrono::steady_clock::now();
-  exchange x{w, r, watch, client_buffer, parser, sc, nullptr, std::nullopt};
-  if (const auto answered = co_await exchange_head(x)) co_return *answered;
+  exchange x{w, r, watch, sc.buffer, parser, sc, nullptr, std::nullopt};
+  if (const head_result h = co_await exchange_head(x); h.answered) co_return h.stay;
   auto& conn = x.conn;
   auto& rp = x.rp;
   const double upstream_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count();
   sc.request.upstream_seconds = upstream_seconds;
-  w.counters.upstream_duration[r.snap.upstream_metric[r.route.upstream]].observe(
+  w.counters.upstream_duration[r.snap->upstream_metric[r.adm.route->upstream]].observe(
       upstream_seconds, metrics::upstream_buckets);
 
   record_response_violations(w, r, *rp);
   sc.status = rp->get().result_int();
-  if (r.upgrade) {
+  if (r.adm.upgrade) {
     if (sc.status == 101) co_return co_await switch_protocols(x);
     // Refused by the upstream: its answer is relayed as it is.
     w.counters
-        .ws_refused[r.snap.metric_of(*r.route.category)]
+        .ws_refused[r.snap->metric_of(r.adm.category())]
                    [static_cast<std::size_t>(metrics::upgrade_refusal::upstream_refused)]
         .add();
   }
@@ -443,18 +463,16 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
   // An answer that came before the whole request body (an early 413) ends the client's
   // connection: the rest of its body is not read.
   // The gateway's own lines: the spent proof's cookie cleared, CORS where the gateway owns it.
-  const request_in_hand& in = sc.request;
   sc.response_fields.clear();
-  if (in.pow_cookie) sc.response_fields += clear_pow_cookie(r.tls);
-  if (in.cors != nullptr) in.cors->append_answer_fields(sc.response_fields, in.cors_origin);
+  admission::append_own_fields(r.adm, sc.response_fields);
   const client_framing framing =
       render_client_head(sc.head, *rp,
-                         {r.version, r.keep_alive && parser.is_done(), head_request, &sc.fields,
-                          sc.response_fields, in.cors != nullptr});
+                         {r.version, r.keep_alive && parser.is_done(), head_request, &r.adm.rate,
+                          sc.response_fields, r.adm.cors != nullptr});
   // A response body is as slow as the upstream makes it (server-sent events trickle on
   // purpose): no minimum rate, but its chunk metadata is bounded like a head.
-  const relay_bounds bounds{r.snap.config.upstreams[r.route.upstream].response_timeout,
-                            r.snap.config.limits.body_timeout, max_response_head, 0};
+  const relay_bounds bounds{r.snap->config.upstreams[r.adm.route->upstream].response_timeout,
+                            r.snap->config.limits.body_timeout, max_response_head, 0};
   bool upstream_failed = false;
   const relay_path<false, tcp_socket, client_stream> response_path{
       conn->socket,    conn->buffer, *rp,   watch.stream, sc.head,
@@ -465,7 +483,7 @@ task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
   // Bytes past the response's end would be read as the next client's response: such a
   // connection is not kept, nor one whose request body was cut short by an early answer.
   if (parser.is_done() && rp->keep_alive() && conn->buffer.size() == 0) {
-    w.pool.release(r.snap, std::move(conn));
+    w.pool.release(*r.snap, std::move(conn));
   }
   co_return framing.keep_alive;
 }

@@ -2,7 +2,9 @@
 /// The admitted half of a request: relayed to its upstream and the response relayed back, both
 /// bodies streamed chunk by chunk. Internal to net/.
 
-#include "gateway/net/http_helpers.hpp"
+#include "gateway/net/local_answer.hpp"
+#include "gateway/net/scratch.hpp"
+#include "gateway/net/stream_io.hpp"
 #include "gateway/net/worker.hpp"
 
 namespace tollgate::net {
@@ -12,11 +14,9 @@ namespace tollgate::net {
 void record_violation(worker& w, const snapshot& snap, const policy::client_subjects& who,
                       std::size_t reason, core::nanos now);
 
-/// Forwards the request whose head `parser` holds, from the client of `watch`. Answers 502/504
-/// itself when the upstream fails before its response starts. Returns whether the client connection
-/// stays open.
-task<bool> forward(worker& w, const forward_request& r, deadline_watch& watch,
-                   beast::flat_buffer& client_buffer, request_parser& parser,
-                   connection_scratch& scratch);
+/// Forwards the request in hand of `scratch` (admitted, its head read) from the client of
+/// `watch`. Answers 502/504 itself when the upstream fails before its response starts.
+/// Returns whether the client connection stays open.
+task<bool> forward(worker& w, deadline_watch& watch, connection_scratch& scratch);
 
 }  // namespace tollgate::net

@@ -14,7 +14,8 @@
 #include <string>
 
 #include "gateway/net/address_slots.hpp"
-#include "gateway/net/http_helpers.hpp"
+#include "gateway/net/scratch.hpp"
+#include "gateway/net/stream_io.hpp"
 #include "gateway/net/upstream_pool.hpp"
 
 namespace tollgate::net {

@@ -9,8 +9,37 @@ namespace tollgate::sim {
 namespace {
 
 /// The headers a logged request is taken to carry: none, except the two of a WebSocket
-/// upgrade when the log shows one (`context` points at that flag). A log has no headers, so
-/// limits keyed on headers, cookies or bearer tokens do not apply (they are counted unkeyed).
+/// upgrade when the log shows one, and the two that make a CORS preflight (empty) when the log
+/// shows one answered. A log has no headers, so limits keyed on headers, cookies or bearer
+/// tokens do not apply (they are counted unkeyed).
+class logged_headers final : public admission::header_source {
+ public:
+  logged_headers(bool upgrade, bool preflight) noexcept
+      : upgrade_(upgrade), preflight_(preflight) {}
+
+  std::string_view value(std::string_view name) const override {
+    if (upgrade_ && core::iequals(name, "upgrade")) return "websocket";
+    if (upgrade_ && core::iequals(name, "connection")) return "upgrade";
+    return {};
+  }
+  std::size_t count(std::string_view name) const override {
+    if (preflight_ &&
+        (core::iequals(name, "origin") || core::iequals(name, "access-control-request-method"))) {
+      return 1;
+    }
+    return value(name).empty() ? 0 : 1;
+  }
+  void each(std::string_view name, void (*f)(void*, std::string_view),
+            void* context) const override {
+    if (const std::string_view v = value(name); !v.empty()) f(context, v);
+  }
+
+ private:
+  bool upgrade_;
+  bool preflight_;
+};
+
+/// The same for policy::router and policy::key_sources (`context`: the upgrade flag).
 std::string_view logged_header(const void* context, std::string_view name) {
   if (!*static_cast<const bool*>(context)) return {};
   if (core::iequals(name, "upgrade")) return "websocket";
@@ -91,52 +120,47 @@ const policy::category_limits* simulator::preflight_category(const log_record& r
 }
 
 void simulator::decide(const log_record& r, const policy::route& to, bool upgrade, outcome& out) {
-  // The order of gateway/net/session.cpp: plan_request, decide_limits, after_limits.
   const policy::category_limits* preflight = preflight_category(r);
-  const policy::category_limits& category = preflight != nullptr ? *preflight : *to.category;
+  if (preflight != nullptr) preflight_route_ = {preflight, to.upstream, to.cost, to.line};
+  const logged_headers headers(upgrade, preflight != nullptr);
+  // No proof is ever sent (a log does not show one), no body, never over TLS: the client's
+  // address was logged, so it is the peer, and no proxy is trusted.
+  const admission::request_view view{r.method,
+                                     r.target,
+                                     &headers,
+                                     r.client,
+                                     false,
+                                     upgrade,
+                                     false,
+                                     true,
+                                     true,
+                                     r.time,
+                                     preflight != nullptr ? &preflight_route_ : &to};
+  const admission::setting s{config_, policy_, router_, nullptr, gate_, pow_};
+  admission::record& a = record_;
+  admission::step step = admission::admit(s, view, a);
+  if (step == admission::step::ask_store) {
+    a.decision = store_.decide(a.limits);
+    step = admission::after_store(s, a);
+  }
   out = {};
-  out.category = static_cast<std::uint16_t>(&category - policy_.categories().data());
-  const policy::client_subjects who = policy::subjects_of(r.client, policy_.prefixes());
-  // The deny list answers first: a denied address is not counted exempt too.
-  if (core::in_any(config_.access.deny, r.client)) {
-    out.result = decision::denied;
-    return;
+  out.category = static_cast<std::uint16_t>(&a.category() - policy_.categories().data());
+  out.exempt = a.exempt;
+  out.unkeyed = a.unkeyed;
+  out.result = a.fx.outcome == core::outcome::denied ? decision::denied
+                                                     : static_cast<decision>(a.fx.outcome);
+  if (!a.verdict.limits_checked) return;
+  const limit::decision& d = a.decision;
+  const std::uint8_t binding = out.result == decision::shadow_limited
+                                   ? d.shadow_binding
+                                   : (d.admitted ? limit::no_binding : d.binding);
+  if (binding != limit::no_binding) {
+    const limit::limit_outcome& o = d.limits[binding];
+    out.limit = a.limits.groups[o.group].spec;
+    out.tier = o.tier;
   }
-  out.exempt = core::in_any(config_.access.allow, r.client);
-  // No proof is ever sent: a log does not show one.
-  const policy::gate_input in{&category, &who, {}, r.time, out.exempt};
-  if (preflight != nullptr) {
-    // A preflight of a category whose CORS the gateway owns: neither charged nor challenged,
-    // but a ban holds.
-    const bool banned = gate_.screen(in, verdict_) && verdict_.result == policy::outcome::banned;
-    out.result = banned ? decision::banned : decision::allowed;
-    return;
-  }
-  gate_.before_limits(in, verdict_);
-  if (verdict_.ask_limits) {
-    const policy::key_sources keys{&logged_header, &upgrade, r.target};
-    const limit::limit_request req =
-        policy_.request(category, r.client, keys, to.cost, r.time, out.unkeyed);
-    limit::decision d;
-    if (req.group_count == 0) {
-      d.admitted = true;  // nothing to ask: every key missing, or no limits
-    } else {
-      d = store_.decide(req);
-    }
-    gate_.after_limits(in, req, d, verdict_);
-    const std::uint8_t binding = verdict_.result == policy::outcome::shadow_limited
-                                     ? d.shadow_binding
-                                     : (d.admitted ? limit::no_binding : d.binding);
-    if (binding != limit::no_binding) {
-      const limit::limit_outcome& o = d.limits[binding];
-      out.limit = req.groups[o.group].spec;
-      out.tier = o.tier;
-    }
-  }
-  // The gate's effects (a challenge counted, a violation recorded) are left out on purpose.
-  static_assert(static_cast<int>(policy::outcome::shadow_limited) ==
+  static_assert(static_cast<int>(core::outcome::shadow_limited) ==
                 static_cast<int>(decision::shadow_limited));
-  out.result = static_cast<decision>(verdict_.result);
 }
 
 }  // namespace tollgate::sim

@@ -1,15 +1,15 @@
 #pragma once
-/// One configuration's gateway, offline: the router, the compiled policy, the in-process
-/// limiter store and the gate the gateway runs, decided in the order of gateway/net/session.cpp
-/// (routing, the access lists, the gate's two steps around the store) with each request's own
-/// time as `now`. No sockets, no upstream; proofs of work are never sent and the gate's effects
-/// are never applied, so no violation is recorded and nobody is banned.
+/// One configuration's gateway, offline: the gateway's own admission (gateway/admission) over
+/// the compiled policy and the in-process limiter store, with each request's own time as
+/// `now`. No sockets, no upstream; proofs of work are never sent and admission's effects are
+/// never applied, so no violation is recorded and nobody is banned.
 
 #include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "gateway/admission/admission.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/limit/memory_store.hpp"
 #include "gateway/policy/compiled_policy.hpp"
@@ -91,9 +91,10 @@ class simulator {
   policy::router router_;           ///< routes
   limit::memory_store store_;       ///< limiter state, `now` from the log
   policy::pow_state pow_;           ///< bans and counters: stay empty
-  policy::gate gate_;               ///< DESIGN §5's order
+  policy::gate gate_;               ///< bans (none), proofs, violations' requirements
   std::string path_;                ///< the normalised path of the request in hand
-  policy::gate_verdict verdict_;    ///< reused request after request
+  policy::route preflight_route_;   ///< the route of a logged preflight in hand
+  admission::record record_;        ///< reused request after request
 };
 
 }  // namespace tollgate::sim

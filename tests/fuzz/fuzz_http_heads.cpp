@@ -26,7 +26,8 @@
 
 #include "gateway/core/text.hpp"
 #include "gateway/net/heads.hpp"
-#include "gateway/net/http_helpers.hpp"
+#include "gateway/net/scratch.hpp"
+#include "gateway/net/stream_io.hpp"
 #include "gateway/net/messages.hpp"
 
 namespace {

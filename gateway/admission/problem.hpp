@@ -1,7 +1,7 @@
 #pragma once
 /// The one problem+json writer (RFC 9457) of every answer the gateway makes itself: 400, 403,
 /// 413, 428, 429, 431, 502, 503, 504. Members come in the order DESIGN §4 and §5 show.
-/// Internal to net/.
+/// Used by admission and by net (502, 504).
 
 #include <cstdint>
 #include <string>
@@ -10,7 +10,7 @@
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/verdict.hpp"
 
-namespace tollgate::net {
+namespace tollgate::admission {
 
 /// Builds one problem object into a string: `{"type":"about:blank","title":...,"status":...`,
 /// then members in call order, then `}` from finish(). Text values are JSON-escaped.
@@ -42,4 +42,4 @@ void write_challenge(std::string& body, std::string& fields, const policy::chall
 /// The 403 body and Retry-After line for a client banned for `retry_after` more seconds.
 void write_banned(std::string& body, std::string& fields, std::int64_t retry_after);
 
-}  // namespace tollgate::net
+}  // namespace tollgate::admission

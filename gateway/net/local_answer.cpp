@@ -1,30 +1,12 @@
-#include "gateway/net/http_helpers.hpp"
+#include "gateway/net/local_answer.hpp"
+
+#include <array>
 
 #include "gateway/core/text.hpp"
 #include "gateway/net/heads.hpp"
+#include "gateway/net/stream_io.hpp"
 
 namespace tollgate::net {
-
-error_code write_now(tcp_socket& s, std::span<asio::const_buffer>& rest) {
-  error_code ec;
-  std::size_t n = s.write_some(rest, ec);
-  if (ec == asio::error::would_block || ec == asio::error::try_again) {
-    ec = {};
-    n = 0;
-  }
-  if (ec) return ec;
-  while (!rest.empty() && n >= rest.front().size()) {
-    n -= rest.front().size();
-    rest = rest.subspan(1);
-  }
-  if (n > 0) rest.front() += n;
-  return {};
-}
-
-std::string_view clear_pow_cookie(bool tls) noexcept {
-  return tls ? "Set-Cookie: tollgate_pow=; Path=/; Max-Age=0; SameSite=Lax; Secure\r\n"
-             : "Set-Cookie: tollgate_pow=; Path=/; Max-Age=0; SameSite=Lax\r\n";
-}
 
 task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const local_answer& a) {
   const auto [status, body, extra_fields, content_type, rate_limit, keep_alive, version, timeout,

@@ -1,8 +1,8 @@
-#include "gateway/net/problem.hpp"
+#include "gateway/admission/problem.hpp"
 
 #include "gateway/core/text.hpp"
 
-namespace tollgate::net {
+namespace tollgate::admission {
 
 problem_writer::problem_writer(std::string& out, int status, std::string_view title) : out_(out) {
   out_.clear();
@@ -76,4 +76,4 @@ void write_banned(std::string& body, std::string& fields, std::int64_t retry_aft
       .finish();
 }
 
-}  // namespace tollgate::net
+}  // namespace tollgate::admission

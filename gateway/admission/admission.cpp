@@ -1,0 +1,311 @@
+#include "gateway/admission/admission.hpp"
+
+#include <array>
+#include <span>
+
+#include "gateway/admission/problem.hpp"
+#include "gateway/core/text.hpp"
+#include "gateway/policy/browser.hpp"
+#include "gateway/policy/client_address.hpp"
+#include "gateway/policy/keys.hpp"
+
+namespace tollgate::admission {
+
+namespace {
+
+/// The proof of work a client sends in a header (docs/design.md §5); spent, never forwarded.
+constexpr std::string_view pow_solution_field = "X-PoW-Solution";
+
+/// The rightmost X-Forwarded-For values, the only ones the walk to the client can reach.
+struct forwarded_values {
+  std::array<std::string_view, 8> values;
+  std::size_t n = 0;
+
+  static void add(void* self, std::string_view v) {
+    auto& f = *static_cast<forwarded_values*>(self);
+    if (f.n == f.values.size()) {
+      std::move(f.values.begin() + 1, f.values.end(), f.values.begin());
+      --f.n;
+    }
+    f.values[f.n++] = v;
+  }
+};
+
+/// The address a request is charged to (docs/design.md §7): the peer, or past trusted proxies
+/// the hop X-Forwarded-For names.
+core::address client_address_of(const setting& s, const request_view& v) {
+  forwarded_values f;
+  v.headers->each("X-Forwarded-For", &forwarded_values::add, &f);
+  return policy::client_address(v.peer, std::span(f.values.data(), f.n), s.config.trusted_proxies);
+}
+
+/// The proofs of a request's proof-of-work cookies (docs/design.md §5 "Browsers"): of the
+/// first four pairs of that name, over every Cookie field. A browser may send several (one set
+/// for a parent domain by a sibling site, which the gateway's clearing cannot reach, first).
+struct cookie_proofs {
+  std::array<std::string_view, 4> found;
+  std::size_t n = 0;
+
+  static void add(void* self, std::string_view line) {
+    auto& c = *static_cast<cookie_proofs*>(self);
+    if (c.n == c.found.size() || line.find(policy::pow_cookie) == std::string_view::npos) return;
+    std::string_view proof;
+    while (c.n < c.found.size() && policy::next_cookie(line, policy::pow_cookie, proof)) {
+      if (!proof.empty()) c.found[c.n++] = proof;
+    }
+  }
+};
+
+/// The proof a request's cookies carry, or "": of several, the first that checks out, else
+/// the first.
+std::string_view cookie_proof(const setting& s, const request_view& v, const record& r) {
+  cookie_proofs c;
+  v.headers->each("Cookie", &cookie_proofs::add, &c);
+  if (c.n <= 1) return c.found[0];  // the usual case: one, checked by the gate alone
+  const auto& pow = r.category().pow;
+  for (std::size_t i = 0; i < c.n; ++i) {
+    if (policy::check_proof(s.pow, c.found[i], r.who, pow, v.now / core::ns_per_s).failure ==
+        pow::proof_failure::none) {
+      return c.found[i];
+    }
+  }
+  return c.found[0];
+}
+
+/// The header-keyed limit of `c` whose header the request carries more than once, if any:
+/// which value would be charged, and which would the upstream read?
+const limit::limit_spec* repeated_key_header(const policy::category_limits& c,
+                                             const header_source& h) {
+  for (const std::uint8_t i : c.keyed) {
+    const limit::limit_spec& spec = c.limits[i];
+    if (spec.source == core::key_source::header && h.count(spec.key_name) > 1) return &spec;
+  }
+  return nullptr;
+}
+
+/// Whether `v` is a CORS preflight: OPTIONS with Origin and Access-Control-Request-Method.
+bool is_preflight(const request_view& v) {
+  return v.method == "OPTIONS" && v.headers->count("Origin") > 0 &&
+         v.headers->count("Access-Control-Request-Method") > 0;
+}
+
+/// A local answer of `status` whose body and fields are in r.reply already, the gateway's own
+/// fields added; the connection stays open only if `keep_open`.
+step answer_with(record& r, std::uint16_t status, bool keep_open) {
+  r.reply.status = status;
+  r.reply.keep_open = keep_open;
+  append_own_fields(r, r.reply.fields);
+  return step::answer;
+}
+
+/// Whether the connection may stay open after a refusal: the client asked, and no body is left
+/// unread (the body of a refused request is not read).
+bool may_stay(const record& r) noexcept {
+  return r.keep_alive && r.body_done;
+}
+
+/// 400 for a head admission refuses before a route counts it; the connection closes.
+step bad_request(record& r, std::string_view detail) {
+  r.route = nullptr;
+  r.reply.body = problem_body(400, "Bad Request", detail);
+  r.reply.fields.clear();
+  r.reply.content_type = {};
+  r.reply.rate_fields = false;
+  r.fx.counted = false;
+  return answer_with(r, 400, false);
+}
+
+/// Renders the challenge of `r` as the browsers' page (docs/design.md §5 "Browsers") over the
+/// problem body; the 428's X-PoW-* fields stay.
+void render_page(const setting& s, record& r) {
+  const policy::challenge_values& c = r.verdict.challenge;
+  s.page->render(r.reply.body, c, c.expires - r.gate.now / core::ns_per_s, r.tls);
+  r.reply.fields += "Content-Security-Policy: ";
+  r.reply.fields += s.page->content_security_policy();
+  // The same target answers JSON to an API client: caches keep the two apart, and keep
+  // neither (a challenge is for one client, once).
+  r.reply.fields += "\r\nCache-Control: no-store\r\nVary: Accept\r\n";
+  r.reply.content_type = "text/html; charset=utf-8";
+}
+
+/// Turns the gate's verdict into the step: the outcome and the effects, and a refusal's
+/// answer.
+step conclude(const setting& s, record& r) {
+  const policy::gate_verdict& v = r.verdict;
+  r.fx.gate = v.effects;
+  r.fx.challenge = v.result == policy::outcome::challenged;
+  r.fx.outcome = static_cast<core::outcome>(v.result);
+  if (v.forward()) return step::forward;
+  r.fx.upgrade_refused = r.upgrade;
+  r.reply.rate_fields = v.limits_checked;
+  std::uint16_t status = 429;
+  switch (v.result) {
+    case policy::outcome::banned:
+      status = 403;
+      write_banned(r.reply.body, r.reply.fields, v.retry_after);
+      break;
+    case policy::outcome::challenged:
+      status = 428;
+      write_challenge(r.reply.body, r.reply.fields, v.challenge);
+      if (s.page != nullptr && policy::prefers_html(r.headers->value("Accept"))) render_page(s, r);
+      break;
+    default:  // limited
+      write_limited_body(r.reply.body, r.rate);
+      break;
+  }
+  return answer_with(r, status, may_stay(r));
+}
+
+/// Answers a preflight of a category whose CORS the gateway owns: 200 without a body, the
+/// preflight's fields for an allowed origin. Never charged nor challenged: it cannot carry a
+/// proof, and charging it would halve the category's limits for scripts. The access lists
+/// and bans came first.
+step answer_preflight(const request_view& v, record& r) {
+  r.fx.outcome = core::outcome::allowed;
+  if (!r.cors_origin.empty()) {
+    r.cors->append_preflight_fields(r.reply.fields,
+                                    v.headers->value("Access-Control-Request-Headers"));
+  }
+  return answer_with(r, 200, may_stay(r));
+}
+
+/// Starts `r` afresh for request `v`.
+void begin(const request_view& v, record& r) {
+  r.route = nullptr;
+  r.headers = v.headers;
+  r.unkeyed = 0;
+  r.exempt = false;
+  r.upgrade = v.upgrade;
+  r.tls = v.tls;
+  r.pow_cookie = false;
+  r.cors = nullptr;
+  r.cors_origin = {};
+  r.keep_alive = v.keep_alive;
+  r.body_done = v.body_done;
+  r.verdict.ask_limits = false;
+  r.verdict.limits_checked = false;
+  r.rate.present = false;
+  r.rate.shadow.clear();
+  r.reply.body.clear();
+  r.reply.fields.clear();
+  r.reply.content_type = {};
+  r.reply.rate_fields = false;
+  r.fx = {};
+  r.fx.counted = true;
+}
+
+/// Routes `v`: a preflight as the request its script will send, so that the category
+/// answering it (and its CORS) is the one that request meets.
+const policy::route& route_of(const setting& s, const request_view& v, const record& r,
+                              bool preflight) {
+  const std::string_view method =
+      preflight ? v.headers->value("Access-Control-Request-Method") : v.method;
+  return s.router.match({method, r.path, &header_of, v.headers});
+}
+
+}  // namespace
+
+step admit(const setting& s, const request_view& v, record& r) {
+  begin(v, r);
+  if (v.upgrade && v.has_body) return bad_request(r, "a WebSocket upgrade carries no body");
+  if (!policy::normalize_path(v.target, r.path)) return bad_request(r, "malformed request target");
+  const bool preflight = is_preflight(v);
+  r.route = v.route != nullptr ? v.route : &route_of(s, v, r, preflight);
+  const policy::category_limits& category = r.category();
+  if (const auto* twice = repeated_key_header(category, *v.headers)) {
+    return bad_request(
+        r, "the header " + twice->key_name + ", which keys a rate limit, is sent more than once");
+  }
+  r.client = client_address_of(s, v);
+  r.who = policy::subjects_of(r.client, s.policy.prefixes());
+  if (category.cors) {
+    r.cors = &*category.cors;
+    const std::string_view origin = v.headers->value("Origin");
+    if (r.cors->allows(origin)) r.cors_origin = origin;
+  }
+  // The access lists come before everything else (docs/design.md §9), the deny list first:
+  // a denied client's proof is not even looked at.
+  if (core::in_any(s.config.access.deny, r.client)) {
+    r.fx.outcome = core::outcome::denied;
+    problem_writer(r.reply.body, 403, "Forbidden")
+        .text("detail", "this address is denied access")
+        .text("code", "denied")
+        .finish();
+    return answer_with(r, 403, may_stay(r));
+  }
+  r.exempt = core::in_any(s.config.access.allow, r.client);
+  // A proof comes in X-PoW-Solution, or from a browser in the cookie its page set; a category
+  // without proof of work has no use for one (it is still removed upstream).
+  std::string_view solution;
+  if (category.pow.enabled || category.pow.on_limit) {
+    solution = v.headers->value(pow_solution_field);
+    if (solution.empty()) {
+      solution = cookie_proof(s, v, r);
+      r.pow_cookie = !solution.empty();
+    }
+  }
+  r.gate = {&category, &r.who, solution, v.now, r.exempt};
+  if (r.cors != nullptr && preflight) {
+    // Not charged nor challenged (it cannot carry a proof), but a ban holds.
+    if (s.gate.screen(r.gate, r.verdict) && r.verdict.result == policy::outcome::banned) {
+      return conclude(s, r);
+    }
+    return answer_preflight(v, r);
+  }
+  s.gate.before_limits(r.gate, r.verdict);
+  if (!r.verdict.ask_limits) return conclude(s, r);
+  const policy::key_sources keys{&header_of, v.headers, v.target};
+  r.limits = s.policy.request(category, r.client, keys, r.route->cost, v.now, r.unkeyed);
+  if (r.limits.group_count > 0) return step::ask_store;
+  // Nothing to ask (every limit's key missing, or a category without limits): admitted.
+  r.decision = limit::decision{};
+  r.decision.admitted = true;
+  return after_store(s, r);
+}
+
+step after_store(const setting& s, record& r) {
+  policy::describe(r.limits, r.decision, r.category(), r.client.family(), r.rate);
+  s.gate.after_limits(r.gate, r.limits, r.decision, r.verdict);
+  return conclude(s, r);
+}
+
+step store_failed(record& r) {
+  r.fx = {};
+  r.fx.counted = true;
+  r.fx.outcome = core::outcome::error;
+  problem_writer(r.reply.body, 503, "Service Unavailable")
+      .text("detail", "the limiter store did not answer")
+      .text("code", "store_unavailable")
+      .finish();
+  r.reply.fields.clear();
+  r.reply.content_type = {};
+  r.reply.rate_fields = false;
+  return answer_with(r, 503, may_stay(r));
+}
+
+step tunnels_full(record& r) {
+  r.fx.outcome = core::outcome::limited;
+  problem_writer(r.reply.body, 429, "Too Many Requests")
+      .text("detail", "too many WebSocket connections from this address")
+      .text("code", "too_many_connections")
+      .number("retry_after", 1)
+      .finish();
+  r.reply.fields = "Retry-After: 1\r\nX-RateLimit-Reason: too_many_connections\r\n";
+  r.reply.content_type = {};
+  r.reply.rate_fields = r.verdict.limits_checked;
+  return answer_with(r, 429, r.keep_alive);
+}
+
+void append_own_fields(const record& r, std::string& out) {
+  // A proof sent in the cookie has been judged: the browser is told to drop it.
+  if (r.pow_cookie) out += clear_pow_cookie(r.tls);
+  // A script on an allowed origin may read the gateway's answers (CORS).
+  if (r.cors != nullptr) r.cors->append_answer_fields(out, r.cors_origin);
+}
+
+std::string_view clear_pow_cookie(bool tls) noexcept {
+  return tls ? "Set-Cookie: tollgate_pow=; Path=/; Max-Age=0; SameSite=Lax; Secure\r\n"
+             : "Set-Cookie: tollgate_pow=; Path=/; Max-Age=0; SameSite=Lax\r\n";
+}
+
+}  // namespace tollgate::admission

@@ -1,0 +1,114 @@
+#pragma once
+/// Admission: what the gateway does with a well-framed request head before any byte goes
+/// upstream (docs/design.md §5 "Order of decisions"), as values. Given a request_view it
+/// answers with a step: a local answer, "ask the store about these limits" (then
+/// after_store), or "forward"; the record says why, and its `effects` what the caller counts
+/// and records. It covers the upgrade rules, the path and the route, the client's address,
+/// the access lists (deny first, before any proof is looked at), CORS preflights, the proof
+/// (header or cookie) and both steps of the gate. No sockets, no HTTP library types, no
+/// metrics: the gateway (net/session.cpp) and the simulator (sim/simulator.cpp) call the same
+/// functions, and tests call them with strings. Model: Envoy's decodeHeaders of its
+/// local_ratelimit filter, flat steps returning a status.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "gateway/admission/request_view.hpp"
+#include "gateway/config/gateway.hpp"
+#include "gateway/core/outcome.hpp"
+#include "gateway/limit/request.hpp"
+#include "gateway/policy/challenge_page.hpp"
+#include "gateway/policy/compiled_policy.hpp"
+#include "gateway/policy/cors.hpp"
+#include "gateway/policy/gate.hpp"
+#include "gateway/policy/pow_gate.hpp"
+#include "gateway/policy/router.hpp"
+#include "gateway/policy/verdict.hpp"
+
+namespace tollgate::admission {
+
+/// What admission reads: one configuration, compiled, and the process's proof-of-work state.
+struct setting {
+  const config::gateway_config& config;   ///< access lists, trusted proxies
+  const policy::compiled_policy& policy;  ///< categories, address levels
+  const policy::router& router;           ///< routes
+  const policy::challenge_page* page;     ///< the browsers' 428 page; null: JSON only
+  const policy::gate& gate;               ///< bans, proofs, violations' requirements
+  const policy::pow_state& pow;           ///< checks the proofs a cookie carries
+};
+
+/// What the caller does next.
+enum class step : std::uint8_t {
+  answer,     ///< send record::reply
+  ask_store,  ///< have the store decide record::limits into record::decision, then after_store
+  forward     ///< send the request to record::route's upstream
+};
+
+/// An answer the gateway makes itself. Its strings keep their capacity request after request.
+struct answer {
+  std::uint16_t status = 200;     ///< its status
+  std::string body;               ///< problem+json, or the browsers' page; "" for none
+  std::string fields;             ///< further header lines, each ending in CRLF
+  std::string_view content_type;  ///< "": application/problem+json
+  bool rate_fields = false;       ///< also carries record::rate (docs/design.md §4)
+  bool keep_open = false;         ///< the connection may stay open afterwards
+};
+
+/// What the caller does besides answering: what to count and what to record.
+struct effects {
+  core::outcome outcome = core::outcome::allowed;  ///< the request's outcome label
+  bool counted = false;          ///< counted by category (false: refused before a route)
+  policy::gate_effects gate;     ///< proof results to count, a violation to record
+  bool challenge = false;        ///< a challenge was issued: count it
+  bool upgrade_refused = false;  ///< an upgrade was refused (by outcome): count it
+};
+
+/// Everything admission learnt of one request. Lives as long as the request (in the
+/// connection's scratch in the gateway) and is reused: its strings keep their capacity.
+struct record {
+  const policy::route* route = nullptr;      ///< its route; null when refused before one
+  core::address client;                      ///< the address it is charged to (docs/design.md §7)
+  policy::client_subjects who;               ///< the client as the violation tables know it
+  policy::gate_input gate;                   ///< what the gate was told
+  policy::gate_verdict verdict;              ///< what the gate answered
+  limit::limit_request limits;               ///< what the store is asked (step ask_store)
+  limit::decision decision;                  ///< the store's decision on them
+  std::uint32_t unkeyed = 0;                 ///< slots of limits whose key it lacks
+  bool exempt = false;                       ///< on the access allow list
+  bool upgrade = false;                      ///< a WebSocket upgrade
+  bool tls = false;                          ///< came over TLS
+  bool pow_cookie = false;                   ///< carried the proof cookie: the answer clears it
+  const policy::cors_rules* cors = nullptr;  ///< its category's CORS, when the gateway owns it
+  std::string_view cors_origin;              ///< its Origin when `cors` allows it; else ""
+  const header_source* headers = nullptr;    ///< its fields, alive as long as the request
+  bool keep_alive = true;                    ///< the client asked to keep the connection
+  bool body_done = true;                     ///< nothing is left to read after the head
+  std::string path;                          ///< its normalised path
+  policy::rate_limit_fields rate;            ///< the rate-limit fields (docs/design.md §4)
+  answer reply;                              ///< the local answer (step answer)
+  effects fx;                                ///< to apply
+
+  /// The category it was routed to; route must be set.
+  const policy::category_limits& category() const noexcept { return *route->category; }
+};
+
+/// Admits request `v` into `r` (whose previous contents go): the first step.
+step admit(const setting& s, const request_view& v, record& r);
+/// The second step, once the store decided r.limits into r.decision.
+step after_store(const setting& s, record& r);
+/// The answer when the store could not decide (503).
+step store_failed(record& r);
+/// The answer to an admitted upgrade whose client holds its category's
+/// max_connections_per_address already (429).
+step tunnels_full(record& r);
+
+/// Appends the gateway's own fields to a response to `r`, whoever made it (the gateway or the
+/// upstream): the proof cookie cleared once judged, CORS where the gateway owns it.
+void append_own_fields(const record& r, std::string& out);
+
+/// The header line that clears the proof-of-work cookie, on a TLS listener or not.
+std::string_view clear_pow_cookie(bool tls) noexcept;
+
+}  // namespace tollgate::admission

@@ -1,0 +1,126 @@
+#include "gateway/net/accounting.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "gateway/net/access_line.hpp"
+#include "gateway/net/forward.hpp"
+#include "gateway/net/websocket.hpp"
+
+namespace tollgate::net {
+
+namespace {
+
+/// Counts what the limits did to the request in hand: the binding rejection (enforced, or
+/// shadowed) and the limits its keys were missing for; a rejection by a limit is noted for
+/// GET /admin/limited.
+void count_limits(worker& w, const request_in_hand& r) {
+  const admission::record& a = r.adm;
+  const auto& snap = *r.snap;
+  const std::size_t c = snap.metric_of(a.category());
+  const auto& labels = snap.limit_metric[snap.index_of(a.category())];
+  const limit::decision& d = a.decision;
+  auto count = [&](std::uint8_t index, metrics::limit_mode mode) {
+    const limit::limit_outcome& o = d.limits[index];
+    const std::uint16_t l = labels[a.limits.groups[o.group].spec->slot];
+    w.counters.rate_limited[c][l][static_cast<std::size_t>(o.tier)][static_cast<std::size_t>(mode)]
+        .add();
+  };
+  if (!d.admitted && d.binding != limit::no_binding) count(d.binding, metrics::limit_mode::enforce);
+  if (d.shadow_limited) count(d.shadow_binding, metrics::limit_mode::shadow);
+  for (std::uint32_t bits = a.unkeyed; bits != 0; bits &= bits - 1) {
+    w.counters.unkeyed[c][labels[static_cast<std::size_t>(__builtin_ctz(bits))]].add();
+  }
+  const core::outcome o = a.fx.outcome;
+  if (o == core::outcome::limited || o == core::outcome::challenged) {
+    w.limited.note({a.who.individual.key, static_cast<limit::level>(a.who.individual.level)},
+                   {a.who.network.key, static_cast<limit::level>(a.who.network.level)}, a.gate.now);
+  }
+}
+
+/// The label of tollgate_websocket_upgrades_refused_total for an upgrade refused with `o`.
+metrics::upgrade_refusal refusal_of(core::outcome o) noexcept {
+  switch (o) {
+    case core::outcome::banned:
+      return metrics::upgrade_refusal::banned;
+    case core::outcome::challenged:
+      return metrics::upgrade_refusal::challenged;
+    default:
+      return metrics::upgrade_refusal::limited;
+  }
+}
+
+/// One access log line for the request in hand, `seconds` after its head came, with
+/// `written` bytes sent to the client so far on its connection.
+void log_access(worker& w, connection_scratch& sc, double seconds, std::uint64_t written) {
+  const request_in_hand& r = sc.request;
+  const auto& req = r.parser->get();
+  // The binding limit: the one that rejected, or, forwarded past a shadowed limit, that one;
+  // none when no limit was in the way.
+  std::string limit;
+  const policy::rate_limit_fields& rate = r.adm.rate;
+  if (!rate.shadow.empty()) {
+    limit = rate.shadow;
+  } else if (rate.present && !rate.retry_after.empty()) {
+    limit = std::string(rate.level) + "." + std::string(rate.tier);
+  }
+  const std::string client = r.adm.client.to_string();
+  const bool forwarded = r.upstream_seconds >= 0;
+  const auto& snap = *r.snap;
+  // The scratch's head buffer is free once the response is sent: the line is built there.
+  std::string& line = sc.head;
+  line.clear();
+  append_access_line(
+      line, snap.config.logging.format == config::logging_config::log_format::json,
+      std::chrono::system_clock::now(),
+      {client, sv(req.method_string()), sv(req.target()), r.version, sc.status,
+       r.adm.category().name, core::outcome_name(r.adm.fx.outcome), limit,
+       forwarded ? std::string_view(snap.config.upstreams[r.adm.route->upstream].name)
+                 : std::string_view(),
+       r.upstream_seconds, written - r.written_before, seconds});
+  w.shared.access_log->write(line);
+}
+
+}  // namespace
+
+void apply_effects(worker& w, const request_in_hand& r) {
+  const admission::record& a = r.adm;
+  const admission::effects& fx = a.fx;
+  if (!fx.counted) return;  // refused before a route: not counted by category
+  const auto& snap = *r.snap;
+  const std::size_t c = snap.metric_of(a.category());
+  static_assert(static_cast<int>(metrics::decision::denied) ==
+                static_cast<int>(core::outcome::denied));
+  w.counters.requests[c][static_cast<std::size_t>(fx.outcome)].add();
+  if (fx.gate.verification) {
+    w.counters.pow_verifications[static_cast<std::size_t>(*fx.gate.verification)].add();
+  }
+  if (fx.gate.extra_valid) w.counters.pow_verifications[0].add();
+  if (fx.gate.pow_failed) {
+    record_violation(w, snap, a.who, snap.policy.violations().pow_failed, a.gate.now);
+  }
+  if (fx.challenge) w.counters.pow_challenges[c].add();
+  if (fx.upgrade_refused) count_refused_upgrade(w, r, refusal_of(fx.outcome));
+  if (a.verdict.limits_checked) count_limits(w, r);
+}
+
+void count_refused_upgrade(worker& w, const request_in_hand& r, metrics::upgrade_refusal why) {
+  w.counters.ws_refused[r.snap->metric_of(r.adm.category())][static_cast<std::size_t>(why)].add();
+}
+
+/// Phase 5, once the response to the request in hand is sent (its last byte: `written` so
+/// far on the connection): counts it by status class and time (tollgate_responses_total,
+/// tollgate_request_duration_seconds) and logs it when the access log is on (nothing is
+/// formatted per request otherwise).
+void finish_request(worker& w, connection_scratch& sc, std::uint64_t written) {
+  const request_in_hand& r = sc.request;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - r.started).count();
+  const std::size_t c = r.snap->metric_of(r.adm.category());
+  if (sc.status != 0) w.counters.responses[c][metrics::code_class_of(sc.status)].add();
+  w.counters.request_duration[c].observe(seconds, metrics::request_buckets);
+  if (r.snap->config.logging.access_log_on() && w.shared.access_log != nullptr) {
+    log_access(w, sc, seconds, written);
+  }
+}
+
+}  // namespace tollgate::net

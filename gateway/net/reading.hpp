@@ -1,0 +1,25 @@
+#pragma once
+/// Reading what a client sends, phase by phase: the PROXY protocol header and the TLS
+/// handshake that open a connection, then each request's head, read into a fresh parser with
+/// the connection's scratch given back while the client idles or trickles. Internal to net/.
+
+#include <memory>
+
+#include "gateway/net/scratch.hpp"
+#include "gateway/net/worker.hpp"
+
+namespace tollgate::net {
+
+/// Phase 1, once per connection: the PROXY protocol header (and with it the client's place
+/// under the per-address cap), then the TLS handshake. False when the connection is to close.
+task<bool> open_connection(worker& w, deadline_watch& watch, connection_scratch& sc,
+                           core::address& peer, const listener_info& l, client_places& places,
+                           std::shared_ptr<asio::ssl::context>& tls_context);
+
+/// Phase 2: waits for the next request (`first`: the connection's first) and reads its head
+/// into a fresh parser. False when the connection ended; otherwise `rec` says how reading the
+/// head went (an error is answered by phase 3).
+task<bool> read_request(worker& w, deadline_watch& watch, std::unique_ptr<connection_scratch>& sc,
+                        bool first, error_code& rec);
+
+}  // namespace tollgate::net
