@@ -53,7 +53,7 @@ void verify_valid_proof(benchmark::State& state) {
   std::size_t i = 0;
   for (auto _ : state) {
     auto p = policy::check_proof(s, solutions[i++ % solutions.size()], who, cat, now_s);
-    benchmark::DoNotOptimize(policy::spend_proof(s, p, 8, now_s));
+    benchmark::DoNotOptimize(policy::claim_proof(s, p, 8) && policy::commit_proof(s, p, now_s));
   }
 }
 BENCHMARK(verify_valid_proof)->Iterations(20'000);

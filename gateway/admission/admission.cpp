@@ -269,6 +269,19 @@ step after_store(const setting& s, record& r) {
   return conclude(s, r);
 }
 
+step proof_lost(const setting& s, record& r) {
+  s.gate.claim_lost(r.gate, r.verdict);
+  return conclude(s, r);
+}
+
+step spend_claimed(policy::pow_state& pow, const setting& s, step taken, record& r) {
+  if (!proof_claimed(r)) return taken;
+  r.verdict.effects.spend = false;
+  r.fx.gate.spend = false;
+  if (policy::commit_proof(pow, r.verdict.sent, r.gate.now / core::ns_per_s)) return taken;
+  return proof_lost(s, r);
+}
+
 step store_failed(record& r) {
   r.fx = {};
   r.fx.counted = true;

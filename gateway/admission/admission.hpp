@@ -98,6 +98,18 @@ struct record {
 step admit(const setting& s, const request_view& v, record& r);
 /// The second step, once the store decided r.limits into r.decision.
 step after_store(const setting& s, record& r);
+/// Whether the step just taken claimed a proof: the caller spends it now
+/// (policy::commit_proof on record::verdict.sent), before going on, so that a proof pays once
+/// however many requests carry it at the same instant; when another request spent it first,
+/// proof_lost gives the step instead.
+inline bool proof_claimed(const record& r) noexcept {
+  return r.verdict.effects.spend;
+}
+/// The step when the proof claimed was spent by another request first.
+step proof_lost(const setting& s, record& r);
+/// The caller's part for both: spends the proof step `taken` claimed, if any, in `pow`'s
+/// replay cache; `taken` stands, or when another request spent it first, proof_lost's step.
+step spend_claimed(policy::pow_state& pow, const setting& s, step taken, record& r);
 /// The answer when the store could not decide (503).
 step store_failed(record& r);
 /// The answer to an admitted upgrade whose client holds its category's

@@ -93,13 +93,14 @@ admission::step admit_request(worker& w, connection_scratch& sc, bool tls) {
       r.keep_alive,
       w.shared.clock.now()};
   const admission::setting s = setting_of(w, *r.snap);
-  const admission::step step = admission::admit(s, view, r.adm);
+  const admission::step step =
+      admission::spend_claimed(w.shared.pow, s, admission::admit(s, view, r.adm), r.adm);
   if (step != admission::step::ask_store) return step;
   r.adm.limits.home = w.index;
   const auto start = std::chrono::steady_clock::now();
   if (!w.shared.store.try_decide(r.adm.limits, r.adm.decision)) return step;
   observe_check(w, start);
-  return admission::after_store(s, r.adm);
+  return admission::spend_claimed(w.shared.pow, s, admission::after_store(s, r.adm), r.adm);
 }
 
 /// Awaits the decision of a store that answers later (Redis, docs/design.md §11) on this
@@ -111,7 +112,8 @@ task<admission::step> await_store(worker& w, connection_scratch& sc) {
   auto [ec] = co_await store::async_decide(w.shared.store, a.limits, a.decision, use_tuple);
   observe_check(w, start);
   if (ec) co_return admission::store_failed(a);
-  co_return admission::after_store(setting_of(w, *sc.request.snap), a);
+  const admission::setting s = setting_of(w, *sc.request.snap);
+  co_return admission::spend_claimed(w.shared.pow, s, admission::after_store(s, a), a);
 }
 
 /// Takes an admitted upgrade's place under its category's max_connections_per_address

@@ -40,11 +40,18 @@ void gate::refuse(const gate_input& in, unsigned bits, gate_verdict& v) const {
   settle(v);
 }
 
+void gate::claim(claim_stage stage, unsigned bits, gate_verdict& v) const {
+  v.effects.spend = true;
+  v.claimed = stage;
+  v.claimed_bits = bits;
+}
+
 bool gate::screen(const gate_input& in, gate_verdict& v) const {
   v.ask_limits = false;
   v.limits_checked = false;
   v.effects = {};
   v.paid = false;
+  v.claimed = claim_stage::none;
   v.sent = {};
   // 0. The access allow list: no ban, proof or limit applies.
   if (in.exempt) {
@@ -69,8 +76,9 @@ void gate::before_limits(const gate_input& in, gate_verdict& v) const {
     const unsigned n = pow_.violations().requirement(in.who->individual, in.who->network, in.now);
     const unsigned bits = pow::required_bits(n, c.pow.base_bits, c.pow.step_bits, c.pow.max_bits);
     if (n > 0) {
-      v.paid = spend_proof(pow_, v.sent, bits, seconds(in.now));
+      v.paid = claim_proof(pow_, v.sent, bits);
       if (!v.paid) return refuse(in, bits, v);
+      claim(claim_stage::requirement, bits, v);
     }
   }
   // 3. The limits.
@@ -81,10 +89,15 @@ void gate::after_limits(const gate_input& in, const limit::limit_request& req,
                         const limit::decision& d, gate_verdict& v) const {
   v.ask_limits = false;
   v.limits_checked = true;
+  // A claim of step 1 was made good by the caller before the limits were asked.
+  v.effects.spend = false;
+  v.claimed = claim_stage::none;
   const category_limits& c = *in.category;
   if (d.admitted) {
     // A proof sent is spent, whatever it paid for.
-    if (v.sent.sent && !v.sent.spent) spend_proof(pow_, v.sent, 0, seconds(in.now));
+    if (v.sent.sent && !v.sent.spent && claim_proof(pow_, v.sent, 0)) {
+      claim(claim_stage::admitted, 0, v);
+    }
     v.result = d.shadow_limited ? outcome::shadow_limited : outcome::allowed;
     return settle(v);
   }
@@ -93,7 +106,8 @@ void gate::after_limits(const gate_input& in, const limit::limit_request& req,
     return settle(v);
   }
   // Pay to pass: a proof admits this one request past the address levels, committing nothing.
-  if (spend_proof(pow_, v.sent, c.pow.on_limit_bits, seconds(in.now))) {
+  if (claim_proof(pow_, v.sent, c.pow.on_limit_bits)) {
+    claim(claim_stage::pay, c.pow.on_limit_bits, v);
     v.result = outcome::pow_passed;
     return settle(v);
   }
@@ -101,6 +115,27 @@ void gate::after_limits(const gate_input& in, const limit::limit_request& req,
   // refuse() forgets it.
   v.effects.extra_valid = v.paid;
   refuse(in, c.pow.on_limit_bits, v);
+}
+
+void gate::claim_lost(const gate_input& in, gate_verdict& v) const {
+  const claim_stage stage = v.claimed;
+  v.claimed = claim_stage::none;
+  v.effects.spend = false;
+  v.sent.spent = false;
+  v.sent.failure = pow::proof_failure::replayed;
+  switch (stage) {
+    case claim_stage::requirement:
+      v.ask_limits = false;
+      v.paid = false;
+      return refuse(in, v.claimed_bits, v);
+    case claim_stage::admitted:
+      return settle(v);  // forwarded all the same; counted as the replay it was
+    case claim_stage::pay:
+      v.effects.extra_valid = v.paid;
+      return refuse(in, in.category->pow.on_limit_bits, v);
+    case claim_stage::none:
+      return;
+  }
 }
 
 }  // namespace tollgate::policy

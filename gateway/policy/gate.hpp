@@ -2,9 +2,12 @@
 /// The gate: DESIGN §5's order of decisions as values. Given a request's facts it answers in
 /// two steps, before the limits (a ban, a proof the client's violations require, or "ask the
 /// store") and after the store's decision (forward, 429, 428 pay-to-pass, shadow-limited),
-/// with the effects the caller applies: proof results to count, violations to record. No
-/// sockets, no metrics, no wire text; `now` is passed in. Model: Envoy's local_ratelimit
-/// filter, whose decodeHeaders is the same few flat steps.
+/// with the effects the caller applies: a proof to spend, proof results to count, violations
+/// to record. It writes nothing: it reads the PoW state (bans, violation counters, the replay
+/// cache), and a proof it takes is only claimed, for the caller to spend (commit_proof) before
+/// it goes on; a claim another request made good first is lost (claim_lost). No sockets, no
+/// metrics, no wire text; `now` is passed in. Model: Envoy's local_ratelimit filter, whose
+/// decodeHeaders is the same few flat steps.
 
 #include <cstdint>
 #include <optional>
@@ -38,10 +41,21 @@ struct gate_input {
 
 /// What the caller does besides answering.
 struct gate_effects {
+  /// Spend the proof claimed (gate_verdict::sent) now, with commit_proof, before the next
+  /// step; when that fails, call gate::claim_lost.
+  bool spend = false;
   /// A proof was sent and its fate is known: count this result (none: valid).
   std::optional<pow::proof_failure> verification;
   bool extra_valid = false;  ///< also count one valid proof (spent, then asked for again)
   bool pow_failed = false;   ///< record a pow_failed violation against the client
+};
+
+/// Where a proof was claimed: what losing the claim changes.
+enum class claim_stage : std::uint8_t {
+  none,         ///< no claim
+  requirement,  ///< before the limits, for the proof the client's violations require
+  admitted,     ///< after admitting limits: spent whatever it paid for (only its count changes)
+  pay           ///< after rejecting limits: to pay past them
 };
 
 /// The gate's answer, reused request after request (its strings keep their capacity).
@@ -54,6 +68,8 @@ struct gate_verdict {
   gate_effects effects;               ///< to apply
   proof sent;                         ///< the proof as judged so far (carried between steps)
   bool paid = false;                  ///< a proof was spent on the violations' requirement
+  claim_stage claimed = claim_stage::none;  ///< where the proof to spend was claimed
+  unsigned claimed_bits = 0;                ///< what it was claimed for (requirement)
 
   /// Whether the request goes upstream.
   bool forward() const noexcept {
@@ -67,7 +83,7 @@ struct gate_verdict {
 class gate {
  public:
   /// A gate over `pow`, which outlives it.
-  explicit gate(pow_state& pow) noexcept : pow_(pow) {}
+  explicit gate(const pow_state& pow) noexcept : pow_(pow) {}
 
   /// Steps 0 and 1 alone: the allow list, then bans. True when they settle the request
   /// (`v.result` allowed or banned); false when the proof and the limits are still to come.
@@ -83,11 +99,17 @@ class gate {
   void after_limits(const gate_input& in, const limit::limit_request& req, const limit::decision& d,
                     gate_verdict& v) const;
 
+  /// The proof claimed by the step before (v.effects.spend) was spent by another request
+  /// first: the verdict becomes what it would have been had that proof been a replay.
+  void claim_lost(const gate_input& in, gate_verdict& v) const;
+
  private:
   void refuse(const gate_input& in, unsigned bits, gate_verdict& v) const;
   void settle(gate_verdict& v) const;
 
-  pow_state& pow_;  ///< bans, counters, challenges, replays
+  void claim(claim_stage stage, unsigned bits, gate_verdict& v) const;
+
+  const pow_state& pow_;  ///< bans, counters, challenges, replays
 };
 
 }  // namespace tollgate::policy

@@ -107,7 +107,7 @@ proof check_proof(const pow_state& s, std::string_view solution, const client_su
   return p;
 }
 
-bool spend_proof(pow_state& s, proof& p, unsigned bits, std::int64_t now) {
+bool claim_proof(const pow_state& s, proof& p, unsigned bits) {
   if (!p.sent || p.failure != pow::proof_failure::none) return false;
   if (p.spent) {
     p.failure = pow::proof_failure::replayed;  // one proof pays once
@@ -117,12 +117,16 @@ bool spend_proof(pow_state& s, proof& p, unsigned bits, std::int64_t now) {
     p.failure = pow::proof_failure::insufficient_work;
     return false;
   }
-  if (!s.replays().spend(p.challenge, p.claims.expires, now)) {
+  if (s.replays().spent(p.challenge)) {
     p.failure = pow::proof_failure::replayed;
     return false;
   }
   p.spent = true;
   return true;
+}
+
+bool commit_proof(pow_state& s, const proof& p, std::int64_t now) {
+  return s.replays().spend(p.challenge, p.claims.expires, now);
 }
 
 void issue_challenge(const pow_state& s, const client_subjects& who, const category_pow& c,

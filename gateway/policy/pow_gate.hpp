@@ -78,6 +78,7 @@ class pow_state {
 
   const pow::challenger& challenger() const noexcept { return challenger_; }
   pow::replay_cache& replays() noexcept { return replays_; }
+  const pow::replay_cache& replays() const noexcept { return replays_; }
   pow::violation_tables& violations() noexcept { return violations_; }
   const pow::violation_tables& violations() const noexcept { return violations_; }
   /// Bans placed by an operator (admin API), beside the automatic ones.
@@ -112,7 +113,7 @@ struct proof {
   pow::proof_failure failure = pow::proof_failure::none;  ///< why it is no good, if not
   pow::challenge_claims claims;                           ///< what its challenge said (if valid)
   std::string_view challenge;                             ///< its challenge (if well formed)
-  bool spent = false;                                     ///< already paid for something
+  bool spent = false;  ///< already paid for something (claimed in this request)
 };
 
 /// Checks `solution` (the header's value; empty: none sent) for client `who` in category `c`
@@ -120,9 +121,14 @@ struct proof {
 proof check_proof(const pow_state& s, std::string_view solution, const client_subjects& who,
                   const category_pow& c, std::int64_t now);
 
-/// Spends `p` for something that needs `bits`: true when it is valid, carries at least `bits`
-/// and was not spent before (here or in an earlier request); otherwise sets `p.failure`.
-bool spend_proof(pow_state& s, proof& p, unsigned bits, std::int64_t now);
+/// Claims `p` for something that needs `bits`: true when it is valid, carries at least `bits`
+/// and was not spent before (here or in an earlier request); otherwise sets `p.failure`. Reads
+/// the replay cache and writes nothing: a claim is made good by commit_proof.
+bool claim_proof(const pow_state& s, proof& p, unsigned bits);
+
+/// Spends claimed proof `p` in the replay cache at `now`: false when another request spent
+/// it since it was claimed (the claim is then lost).
+bool commit_proof(pow_state& s, const proof& p, std::int64_t now);
 
 /// What a 428 tells the client (DESIGN §5); net renders the header lines and the body.
 struct challenge_values {

@@ -40,6 +40,13 @@ bool replay_cache::spend(std::string_view challenge, std::int64_t expires, std::
   return true;
 }
 
+bool replay_cache::spent(std::string_view challenge) const {
+  const std::uint64_t f = fingerprint(challenge);
+  const shard& s = *shards_[f % shard_count];
+  const std::lock_guard lock(s.mutex);
+  return s.expiry.contains(f);
+}
+
 std::size_t replay_cache::size() const {
   std::size_t n = 0;
   for (const auto& s : shards_) {

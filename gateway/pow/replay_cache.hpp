@@ -12,7 +12,7 @@
 
 namespace tollgate::pow {
 
-/// Thread safety: spend() may be called from any thread.
+/// Thread safety: every member function may be called from any thread.
 class replay_cache {
  public:
   /// Remembers at most `capacity` challenges.
@@ -20,6 +20,8 @@ class replay_cache {
   /// Marks `challenge` (valid until `expires`, Unix seconds) as spent at `now`. False when it
   /// was spent before: a replay.
   bool spend(std::string_view challenge, std::int64_t expires, std::int64_t now);
+  /// Whether `challenge` was spent already (and is remembered): what spend() would refuse now.
+  bool spent(std::string_view challenge) const;
   /// Challenges remembered.
   std::size_t size() const;
 

@@ -138,10 +138,10 @@ void simulator::decide(const log_record& r, const policy::route& to, bool upgrad
                                      preflight != nullptr ? &preflight_route_ : &to};
   const admission::setting s{config_, policy_, router_, nullptr, gate_, pow_};
   admission::record& a = record_;
-  admission::step step = admission::admit(s, view, a);
+  admission::step step = admission::spend_claimed(pow_, s, admission::admit(s, view, a), a);
   if (step == admission::step::ask_store) {
     a.decision = store_.decide(a.limits);
-    step = admission::after_store(s, a);
+    step = admission::spend_claimed(pow_, s, admission::after_store(s, a), a);
   }
   out = {};
   out.category = static_cast<std::uint16_t>(&a.category() - policy_.categories().data());

@@ -104,16 +104,24 @@ struct result {
   policy::gate_verdict verdict;
 };
 
+/// The caller's part after each step: spends the proof the gate claimed, if any.
+void spend(world& w, const policy::gate_input& in, policy::gate_verdict& v) {
+  if (!v.effects.spend) return;
+  if (!policy::commit_proof(w.pow, v.sent, now_s)) w.gate.claim_lost(in, v);
+}
+
 result run(world& w, const char* name, const std::string& solution, bool exempt = false) {
   const auto& c = w.category(name);
   const policy::gate_input in{&c, &w.who, solution, now, exempt};
   policy::gate_verdict v;
   w.gate.before_limits(in, v);
+  spend(w, in, v);
   if (!v.ask_limits) return {v.result, false, v};
   std::uint32_t unkeyed = 0;
   const auto req = w.compiled.request(c, w.client, test::fake_request{}.keys(), 1, now, unkeyed);
   const auto d = w.store.decide(req);
   w.gate.after_limits(in, req, d, v);
+  spend(w, in, v);
   return {v.result, true, v};
 }
 
@@ -227,6 +235,70 @@ TEST_CASE("gate: one proof is spent once", "[gate]") {
   CHECK(again.answer == outcome::challenged);
   CHECK(again.verdict.challenge.reason == proof_failure::replayed);
   CHECK(again.verdict.effects.pow_failed);
+}
+
+TEST_CASE("gate: a proof is only claimed, and of two requests claiming it at once one pays",
+          "[gate]") {
+  world w;
+  w.violate(1);
+  const std::string p = w.proof("guarded", 3);
+  const auto& c = w.category("guarded");
+  const policy::gate_input in{&c, &w.who, p, now, false};
+  // Both requests see the proof unspent: the gate writes nothing to the replay cache.
+  policy::gate_verdict first, second;
+  w.gate.before_limits(in, first);
+  w.gate.before_limits(in, second);
+  REQUIRE(first.ask_limits);
+  REQUIRE(second.ask_limits);
+  CHECK(first.effects.spend);
+  CHECK(second.effects.spend);
+  CHECK(first.claimed == policy::claim_stage::requirement);
+  CHECK(w.pow.replays().size() == 0);
+  // The first spends it; the second's claim is lost: 428 for a replay, a violation.
+  CHECK(policy::commit_proof(w.pow, first.sent, now_s));
+  CHECK_FALSE(policy::commit_proof(w.pow, second.sent, now_s));
+  w.gate.claim_lost(in, second);
+  CHECK(second.result == outcome::challenged);
+  CHECK_FALSE(second.ask_limits);
+  CHECK(second.challenge.reason == proof_failure::replayed);
+  CHECK(second.challenge.bits == 3);
+  CHECK(second.effects.pow_failed);
+  CHECK(second.effects.verification == proof_failure::replayed);
+  CHECK_FALSE(second.effects.spend);
+}
+
+TEST_CASE("gate: a claim lost after the limits changes a pay-to-pass, not an admitted request",
+          "[gate]") {
+  world w;
+  const auto& c = w.category("paying");
+  const std::string p = w.proof("paying", 4);
+  const policy::gate_input in{&c, &w.who, p, now, false};
+  std::uint32_t unkeyed = 0;
+  const auto req = w.compiled.request(c, w.client, test::fake_request{}.keys(), 1, now, unkeyed);
+  limit::decision admitted;
+  admitted.admitted = true;
+  policy::gate_verdict v;
+  w.gate.before_limits(in, v);
+  w.gate.after_limits(in, req, admitted, v);
+  CHECK(v.claimed == policy::claim_stage::admitted);
+  w.gate.claim_lost(in, v);
+  CHECK(v.result == outcome::allowed);
+  CHECK(v.effects.verification == proof_failure::replayed);
+  CHECK_FALSE(v.effects.pow_failed);
+  // Rejected by the address level: the proof pays, until another request spent it first.
+  w.exhaust("paying");
+  const auto d = w.store.decide(req);
+  REQUIRE_FALSE(d.admitted);
+  policy::gate_verdict pay;
+  w.gate.before_limits(in, pay);
+  w.gate.after_limits(in, req, d, pay);
+  CHECK(pay.result == outcome::pow_passed);
+  CHECK(pay.claimed == policy::claim_stage::pay);
+  w.gate.claim_lost(in, pay);
+  CHECK(pay.result == outcome::challenged);
+  CHECK(pay.challenge.reason == proof_failure::replayed);
+  CHECK(pay.challenge.bits == 4);
+  CHECK(pay.effects.pow_failed);
 }
 
 TEST_CASE("gate: after the limits, 429, pay to pass, and what a proof may pay for", "[gate]") {
