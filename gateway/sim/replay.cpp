@@ -62,12 +62,12 @@ const policy::route* route_of(const log_record& r, simulator& s, bool& upgrade) 
   return upgraded;
 }
 
-/// Whether the logged decision is one the simulation can make: not a proof, a ban, a store
-/// error, a proof the client's violations required (challenged without a limit) or an upgrade
-/// over the per-address connection count (limited without a limit).
+/// Whether the logged decision is one the simulation can make: not a proof, a store error, a
+/// proof the client's violations required (challenged without a limit) or an upgrade over the
+/// per-address connection count (limited without a limit). A ban is replayed from the log.
 bool comparable(const log_record& r) noexcept {
   const std::string_view d = r.decision;
-  if (d == "allowed" || d == "shadow_limited" || d == "denied") return true;
+  if (d == "allowed" || d == "shadow_limited" || d == "denied" || d == "banned") return true;
   return (d == "limited" || d == "challenged") && !r.limit.empty();
 }
 

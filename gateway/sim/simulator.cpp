@@ -1,5 +1,9 @@
 #include "gateway/sim/simulator.hpp"
 
+#include <optional>
+#include <string>
+
+#include "gateway/core/key_block.hpp"
 #include "gateway/core/text.hpp"
 #include "gateway/limit/headers.hpp"
 #include "gateway/policy/pow_gate.hpp"
@@ -111,6 +115,14 @@ void simulator::prefetch(const log_record& r, const policy::route& to, bool upgr
   store_.prepare(policy_.request(*to.category, r.client, keys, to.cost, r.time, unkeyed));
 }
 
+std::optional<core::key_block> simulator::ban_for(const log_record& r) {
+  std::string error;
+  const auto block = core::key_block::parse(r.client.to_string(), policy_.prefixes(), error);
+  if (!block) return std::nullopt;
+  pow_.manual_bans().place({*block, r.time, r.time + 1, "logged"}, r.time);
+  return block;
+}
+
 const policy::category_limits* simulator::preflight_category(const log_record& r) const {
   if (!answered_preflight(r)) return nullptr;
   for (const auto& c : policy_.categories()) {
@@ -120,6 +132,11 @@ const policy::category_limits* simulator::preflight_category(const log_record& r
 }
 
 void simulator::decide(const log_record& r, const policy::route& to, bool upgrade, outcome& out) {
+  // A ban comes from violations a log does not show (an upstream's reports, failed proofs) or
+  // from an operator: a line the gateway logged banned says the client was banned then, and
+  // is replayed so, for that line alone. The access lists still come first.
+  std::optional<core::key_block> banned;
+  if (r.decision == "banned") banned = ban_for(r);
   const policy::category_limits* preflight = preflight_category(r);
   if (preflight != nullptr) preflight_route_ = {preflight, to.upstream, to.cost, to.line};
   const logged_headers headers(upgrade, preflight != nullptr);
@@ -143,6 +160,7 @@ void simulator::decide(const log_record& r, const policy::route& to, bool upgrad
     a.decision = store_.decide(a.limits);
     step = admission::spend_claimed(pow_, s, admission::after_store(s, a), a);
   }
+  if (banned) pow_.manual_bans().lift(*banned, r.time);
   out = {};
   out.category = static_cast<std::uint16_t>(&a.category() - policy_.categories().data());
   out.exempt = a.exempt;

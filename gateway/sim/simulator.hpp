@@ -2,15 +2,18 @@
 /// One configuration's gateway, offline: the gateway's own admission (gateway/admission) over
 /// the compiled policy and the in-process limiter store, with each request's own time as
 /// `now`. No sockets, no upstream; proofs of work are never sent and admission's effects are
-/// never applied, so no violation is recorded and nobody is banned.
+/// never applied, so no violation is recorded. A line the gateway logged `banned` is replayed
+/// as a ban on its client at that instant (the violations behind it are not in the log).
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "gateway/admission/admission.hpp"
 #include "gateway/config/gateway.hpp"
+#include "gateway/core/key_block.hpp"
 #include "gateway/limit/memory_store.hpp"
 #include "gateway/policy/compiled_policy.hpp"
 #include "gateway/policy/gate.hpp"
@@ -86,6 +89,9 @@ class simulator {
   const policy::compiled_policy& policy() const noexcept { return policy_; }
 
  private:
+  /// Bans the client of `r` at r.time, for that instant; the block to lift afterwards.
+  std::optional<core::key_block> ban_for(const log_record& r);
+
   config::gateway_config config_;   ///< as loaded
   policy::compiled_policy policy_;  ///< limits per category
   policy::router router_;           ///< routes

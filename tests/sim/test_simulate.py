@@ -50,6 +50,9 @@ categories:
     limits:
       ipv4_individual: { short: { rate: 1/s, burst: 1 } }
     cors: { allow_origins: ["https://app.example"] }
+  shared:
+    limits:
+      everyone: { key: global, short: { rate: 1/s, burst: 2 } }
 """
 # The same with an individual burst of 2.
 STRICT = POLICY.replace("rate: 1/s, burst: 3", "rate: 1/s, burst: 2")
@@ -66,6 +69,7 @@ def gateway_yaml(policy="policy.yaml", extra=""):
             "  - { match: { path_prefix: /dry/ }, category: dry, upstream: app }\n"
             "  - { match: { path_prefix: /pay/ }, category: pay, upstream: app }\n"
             "  - { match: { path_prefix: /cors/, method: GET }, category: scripts, upstream: app }\n"
+            "  - { match: { path_prefix: /shared/ }, category: shared, upstream: app }\n"
             "  - { match: { path_prefix: /ws/, header: { Upgrade: websocket } }, category: sockets,"
             " upstream: app }\n"
             "default_route: { category: general, upstream: app }\n"
@@ -364,6 +368,21 @@ class RealRun(unittest.TestCase):
                                  "Access-Control-Request-Method: GET\r\n", "OPTIONS"), 200)
         self.assertEqual(get("10.0.6.1", "/cors/x"), 200)
         self.assertEqual(get("10.0.6.1", "/cors/x"), 429)
+        # A global limit (burst 2 across every client and both workers): two pass, the third
+        # is limited whoever sends it.
+        for i in (1, 2, 3):
+            get(f"10.0.7.{i}", "/shared/x")
+        self.assertEqual(statuses[-3:], [200, 200, 429])
+        # An address an operator banned: 403 in every category, before its limits; a denied
+        # address that is also banned is answered as denied (the lists come first).
+        for client in ("10.0.8.1", "198.51.100.9"):
+            status, _, body = h.http_request(
+                gw.admin_port, f"PUT /admin/bans/{client}?duration=1h HTTP/1.1\r\nHost: a\r\n"
+                "Content-Length: 0\r\nConnection: close\r\n\r\n")
+            self.assertIn(status, (200, 201), body)
+        self.assertEqual(get("10.0.8.1", "/g"), 403)
+        self.assertEqual(get("10.0.8.1", "/pay/"), 403)
+        self.assertEqual(get("198.51.100.9", "/g"), 403)
         # An upgrade that passes (101, then closed) and one refused (429), both on /ws/.
         upgrade = ("GET /ws/a HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 10.0.4.1\r\n"
                    "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
@@ -405,10 +424,15 @@ class RealRun(unittest.TestCase):
         cats = categories(report)
         self.assertEqual(sum(cats[c]["limited"] for c in cats), statuses.count(429))
         self.assertEqual(sum(cats[c]["challenged"] for c in cats), statuses.count(428))
-        self.assertEqual(sum(cats[c]["denied"] for c in cats), statuses.count(403))
+        self.assertEqual(sum(cats[c]["denied"] + cats[c]["banned"] for c in cats),
+                         statuses.count(403))
         self.assertEqual(cats["general"]["limited_by"],
                          {"ipv4_individual.short": 2, "ipv4_network.short": 1})
         self.assertEqual(cats["sockets"]["limited"], 1)
+        self.assertEqual(cats["shared"]["limited_by"], {"everyone.short": 1})
+        self.assertEqual(cats["general"]["banned"], 1)
+        self.assertEqual(cats["pay"]["banned"], 1)
+        self.assertEqual(cats["general"]["denied"], 2)
         self.assertEqual(cats["api"]["unkeyed"], {"per_key": 3})
 
 
