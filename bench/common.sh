@@ -41,7 +41,7 @@ admin: { address: 127.0.0.1, port: 0 }
 workers: $2
 upstreams: { app: { endpoints: ["127.0.0.1:$1"] } }
 default_route: { category: general, upstream: app }
-policies: [$PWD/bench/open-policy.yaml]
+policies: [${4:-$PWD/bench/open-policy.yaml}]
 YAML
 }
 

@@ -7,6 +7,8 @@
 #   bash bench/instructions.sh [SECONDS] [TOLLGATE_BINARY]   (defaults: 10, build/tollgate)
 #   CALLGRIND_KEEP=DIR bash bench/instructions.sh ...        (keeps the profile parts)
 #   TOLLGATE_BENCH_REDIS=1 bash bench/instructions.sh ...    (store: redis, a local redis-server)
+#   TOLLGATE_BENCH_LIMITED=1 bash bench/instructions.sh ...  (the 429 path: every request past
+#                                                            the warm-up is rejected)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-10}"
@@ -17,7 +19,19 @@ bench_setup wrk valgrind strace
 up=$(free_port)
 build/tollgate-echo --port "$up" --threads 2 >/dev/null & pids+=($!)
 wait_port "$up"
-open_gateway_yaml "$up" 1 "$work/gateway.yaml"
+policy="$PWD/bench/open-policy.yaml"
+if [ -n "${TOLLGATE_BENCH_LIMITED:-}" ]; then
+  # bench/gateway.sh's rejection policy: the bursts are spent within the warm-up.
+  policy="$work/limited.yaml"
+  cat > "$policy" <<YAML
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1/h, burst: 50 }, long: { rate: 1/h, burst: 500 } }
+      ipv4_network:    { short: { rate: 1/h, burst: 250 }, long: { rate: 1/h, burst: 5000 } }
+YAML
+fi
+open_gateway_yaml "$up" 1 "$work/gateway.yaml" "$policy"
 if [ -n "${TOLLGATE_BENCH_REDIS:-}" ]; then
   rd=$(free_port)
   redis-server --port "$rd" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \

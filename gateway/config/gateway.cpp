@@ -15,7 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool valid_host(std::string_view h) {
+/// Whether `h` may be an upstream's host name (not an IP literal): letters, digits, '-', '.'
+/// and '_', at most 253 bytes. A request's Host is checked by protocol::valid_host.
+bool valid_dns_name(std::string_view h) {
   return !h.empty() && h.size() <= 253 && std::all_of(h.begin(), h.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
            c == '.' || c == '_';
@@ -60,7 +62,7 @@ endpoint_config read_endpoint(const yaml_node& n) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
     if (!core::address::parse(host)) bad();
-  } else if (!valid_host(host)) {
+  } else if (!valid_dns_name(host)) {
     bad();
   }
   const auto port = core::parse_uint(std::string_view(s).substr(colon + 1), 65535);
@@ -196,7 +198,7 @@ void read_match(const yaml_node& n, route_config& r) {
   r.options = read_path_options(n, r);
   if (auto h = n.get("header")) {
     for (const auto& [name, value] : h->entries()) {
-      if (!valid_host(name)) value.fail("invalid header name");
+      if (!valid_header_name(name)) value.fail("invalid header name");
       r.headers.emplace_back(name, value.as_string());
     }
   }

@@ -34,13 +34,6 @@ struct loader {
   std::unordered_map<std::string, std::string> category_files, violation_files;
 };
 
-bool valid_header_name(const std::string& s) {
-  return !s.empty() && s.size() <= 128 && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '_';
-  });
-}
-
 std::uint32_t as_u32(const yaml_node& n, std::uint32_t min, std::uint32_t max) {
   return static_cast<std::uint32_t>(n.as_uint(min, max));
 }

@@ -117,6 +117,15 @@ inline bool valid_name(std::string_view s) {
   });
 }
 
+/// Whether `s` may name a header field a route matches or a limit is keyed on: 1-128 of
+/// [A-Za-z0-9_-].
+inline bool valid_header_name(std::string_view s) {
+  return !s.empty() && s.size() <= 128 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
+  });
+}
+
 /// "a, b or c": the allowed keys in a message.
 std::string one_of(std::initializer_list<std::string_view> names);
 

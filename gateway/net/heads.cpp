@@ -8,7 +8,7 @@
 #include "gateway/core/text.hpp"
 #include "gateway/policy/browser.hpp"
 #include "gateway/policy/cors.hpp"
-#include "gateway/policy/request_checks.hpp"
+#include "gateway/protocol/request_checks.hpp"
 
 namespace tollgate::net {
 
@@ -262,13 +262,13 @@ std::string_view head_fault(const request_parser& parser, bool& has_host) {
       transfer_encoding = true;
     }
   }
-  if (!policy::acceptable_transfer_encoding(transfer_encoding, parser.chunked())) {
+  if (!protocol::acceptable_transfer_encoding(transfer_encoding, parser.chunked())) {
     return "Transfer-Encoding must end in chunked";
   }
   has_host = hosts > 0;
   if (hosts == 0) return req.version() >= 11 ? "HTTP/1.1 request without Host" : "";
   if (hosts > 1) return "more than one Host field";
-  if (!policy::valid_host(host)) return "invalid Host";
+  if (!protocol::valid_host(host)) return "invalid Host";
   return "";
 }
 

@@ -7,7 +7,7 @@
 
 #include "gateway/net/heads.hpp"
 #include "gateway/net/stream_io.hpp"
-#include "gateway/policy/proxy_header.hpp"
+#include "gateway/protocol/proxy_header.hpp"
 
 namespace tollgate::net {
 
@@ -95,22 +95,22 @@ task<bool> read_proxy_header(deadline_watch& watch, beast::flat_buffer& buffer,
   watch.client_for(timeout);  // one deadline for the whole header
   for (;;) {
     const auto data = buffer.cdata();
-    policy::proxy_header header;
-    switch (
-        policy::parse_proxy_header({static_cast<const char*>(data.data()), data.size()}, header)) {
-      case policy::proxy_parse::done:
+    protocol::proxy_header header;
+    switch (protocol::parse_proxy_header({static_cast<const char*>(data.data()), data.size()},
+                                         header)) {
+      case protocol::proxy_parse::done:
         buffer.consume(header.length);
         if (header.source) peer = *header.source;
         co_return true;
-      case policy::proxy_parse::invalid:
+      case protocol::proxy_parse::invalid:
         spdlog::debug("closing a connection from {}: no valid PROXY protocol header",
                       peer.to_string());
         co_return false;
-      case policy::proxy_parse::need_more:
+      case protocol::proxy_parse::need_more:
         break;
     }
     auto [ec, n] = co_await watch.client.async_read_some(
-        buffer.prepare(policy::max_proxy_header - buffer.size()), use_tuple);
+        buffer.prepare(protocol::max_proxy_header - buffer.size()), use_tuple);
     if (ec) co_return false;
     buffer.commit(n);
   }

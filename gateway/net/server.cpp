@@ -247,7 +247,7 @@ void server::stop(std::chrono::nanoseconds grace) {
   // WebSockets are told the gateway is going away (1001) and have the grace period for their
   // close handshakes.
   for (auto& w : workers_) {
-    asio::post(w->io, [wp = w.get()] { wp->tunnels.close_all(policy::ws::going_away); });
+    asio::post(w->io, [wp = w.get()] { wp->tunnels.close_all(protocol::ws::going_away); });
   }
   // Requests in flight may finish; idle keep-alive connections are simply closed.
   const auto deadline = std::chrono::steady_clock::now() + grace;

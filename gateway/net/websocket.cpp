@@ -29,7 +29,7 @@ std::uint64_t tunnel_key(const policy::client_subjects& who, std::size_t categor
 
 namespace {
 
-namespace ws = policy::ws;
+namespace ws = protocol::ws;
 using clock = deadline_watch::clock;
 
 /// How long a peer has to answer a close frame, or to end its side once the other has ended,

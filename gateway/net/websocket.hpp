@@ -36,7 +36,7 @@ struct tunnel_setup {
   std::string from_client;    ///< client bytes read past the upgrade request (early frames)
   std::string from_upstream;  ///< upstream bytes read past the 101
   /// The category's options when the upgrade came (a reload applies to new tunnels only).
-  policy::ws::message_limits limits;
+  protocol::ws::message_limits limits;
   std::chrono::nanoseconds idle_timeout{0};  ///< idle_timeout
   std::chrono::nanoseconds max_lifetime{0};  ///< max_lifetime
   std::uint16_t metric = 0;                  ///< the category's label index

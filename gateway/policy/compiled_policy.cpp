@@ -116,7 +116,7 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
     }
     c.pow = compile_pow(cc, violations_);
     if (cc.websocket) c.websocket = *cc.websocket;
-    c.messages = ws::compile_limits(c.websocket);
+    c.messages = protocol::ws::compile_limits(c.websocket);
     if (cc.cors) c.cors.emplace(*cc.cors);
     by_name_.emplace(c.name, categories_.size());
     categories_.push_back(std::move(c));

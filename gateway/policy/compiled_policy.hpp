@@ -16,7 +16,7 @@
 #include "gateway/limit/request.hpp"
 #include "gateway/policy/cors.hpp"
 #include "gateway/policy/pow_gate.hpp"
-#include "gateway/policy/websocket.hpp"
+#include "gateway/protocol/websocket_frames.hpp"
 
 namespace tollgate::policy {
 
@@ -34,8 +34,8 @@ struct category_limits {
   /// WebSocket options (DESIGN §6): the category's, or the defaults when it sets none, since
   /// an operator may route an upgrade to any category.
   config::websocket_config websocket;
-  ws::message_limits messages;     ///< `websocket`'s message limits, compiled
-  std::optional<cors_rules> cors;  ///< CORS, when the gateway owns it for the category
+  protocol::ws::message_limits messages;  ///< `websocket`'s message limits, compiled
+  std::optional<cors_rules> cors;         ///< CORS, when the gateway owns it for the category
 
   /// The address limit of level `l`, or nullptr.
   const limit::limit_spec* at_level(limit::level l) const noexcept {

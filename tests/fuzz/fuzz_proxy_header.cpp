@@ -14,11 +14,11 @@
 #include <string_view>
 #include <vector>
 
-#include "gateway/policy/proxy_header.hpp"
+#include "gateway/protocol/proxy_header.hpp"
 
 namespace {
 
-using namespace tollgate::policy;
+using namespace tollgate::protocol;
 
 void require(bool ok, const char* what) {
   if (ok) return;

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "gateway/policy/websocket.hpp"
+#include "gateway/protocol/websocket_frames.hpp"
 
-namespace ws = tollgate::policy::ws;
+namespace ws = tollgate::protocol::ws;
 
 namespace {
 

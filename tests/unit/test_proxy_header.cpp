@@ -2,11 +2,11 @@
 
 #include <string>
 
-#include "gateway/policy/proxy_header.hpp"
+#include "gateway/protocol/proxy_header.hpp"
 
 using namespace tollgate;
-using policy::parse_proxy_header;
-using policy::proxy_parse;
+using protocol::parse_proxy_header;
+using protocol::proxy_parse;
 
 namespace {
 
@@ -29,7 +29,7 @@ std::string bytes(std::initializer_list<int> b) {
 }  // namespace
 
 TEST_CASE("PROXY v1 lines give the client's address and their length", "[proxy]") {
-  policy::proxy_header h;
+  protocol::proxy_header h;
   const std::string line = "PROXY TCP4 203.0.113.7 192.0.2.1 51234 443\r\n";
   REQUIRE(parse_proxy_header(line + "GET / HTTP/1.1\r\n", h) == proxy_parse::done);
   CHECK(h.length == line.size());
@@ -45,7 +45,7 @@ TEST_CASE("PROXY v1 lines give the client's address and their length", "[proxy]"
 }
 
 TEST_CASE("PROXY v1 prefixes ask for more, malformed lines are invalid", "[proxy]") {
-  policy::proxy_header h;
+  protocol::proxy_header h;
   for (const char* partial : {"P", "PROX", "PROXY ", "PROXY TCP4 203.0.113.7 192.0.2.1 5"}) {
     INFO(partial);
     CHECK(parse_proxy_header(partial, h) == proxy_parse::need_more);
@@ -70,7 +70,7 @@ TEST_CASE("PROXY v1 prefixes ask for more, malformed lines are invalid", "[proxy
 }
 
 TEST_CASE("PROXY v2 headers: IPv4, IPv6, LOCAL, TLVs, partial and malformed", "[proxy]") {
-  policy::proxy_header h;
+  protocol::proxy_header h;
   const std::string v4 = v2(1, 0x11, bytes({203, 0, 113, 7, 192, 0, 2, 1, 0xc8, 0x22, 1, 0xbb}));
   REQUIRE(parse_proxy_header(v4 + "GET /", h) == proxy_parse::done);
   CHECK(h.length == 28);

@@ -2,10 +2,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "gateway/policy/request_checks.hpp"
+#include "gateway/protocol/request_checks.hpp"
 
-using tollgate::policy::acceptable_transfer_encoding;
-using tollgate::policy::valid_host;
+using tollgate::protocol::acceptable_transfer_encoding;
+using tollgate::protocol::valid_host;
 
 TEST_CASE("Host values: names, addresses, literals and ports pass", "[request_checks]") {
   for (const char* ok :

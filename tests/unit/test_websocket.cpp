@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "gateway/policy/websocket.hpp"
+#include "gateway/protocol/websocket_frames.hpp"
 
 using namespace tollgate;
-using namespace tollgate::policy::ws;
+using namespace tollgate::protocol::ws;
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "gateway/core/clock.hpp"
 #include "gateway/limit/gcra.hpp"
 
-namespace tollgate::policy::ws {
+namespace tollgate::protocol::ws {
 
 /// Frame opcodes (RFC 6455 §5.2).
 enum opcode : std::uint8_t {
@@ -183,4 +183,4 @@ class client_meter {
   core::nanos tat_ = 0;              ///< GCRA state of the message limit
 };
 
-}  // namespace tollgate::policy::ws
+}  // namespace tollgate::protocol::ws

@@ -1,9 +1,9 @@
-#include "gateway/policy/websocket.hpp"
+#include "gateway/protocol/websocket_frames.hpp"
 
 #include <algorithm>
 #include <limits>
 
-namespace tollgate::policy::ws {
+namespace tollgate::protocol::ws {
 
 bool parse_frame_header(std::span<const std::uint8_t> bytes, frame_header& h) noexcept {
   if (bytes.size() < 2) return false;
@@ -136,4 +136,4 @@ frame_verdict client_meter::judge(const frame_header& h, core::nanos now) noexce
   return {.message_start = true};
 }
 
-}  // namespace tollgate::policy::ws
+}  // namespace tollgate::protocol::ws

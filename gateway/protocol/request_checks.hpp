@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-namespace tollgate::policy {
+namespace tollgate::protocol {
 
 /// Whether `value` is a valid Host field value (RFC 9110 §7.2, RFC 3986 §3.2.2):
 /// `uri-host [ ":" port ]`, the host a reg-name (unreserved, percent-encoded, sub-delims), a
@@ -19,4 +19,4 @@ constexpr bool acceptable_transfer_encoding(bool has_transfer_encoding, bool chu
   return !has_transfer_encoding || chunked;
 }
 
-}  // namespace tollgate::policy
+}  // namespace tollgate::protocol

@@ -1,10 +1,10 @@
-#include "gateway/policy/proxy_header.hpp"
+#include "gateway/protocol/proxy_header.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstring>
 
-namespace tollgate::policy {
+namespace tollgate::protocol {
 
 namespace {
 
@@ -107,4 +107,4 @@ proxy_parse parse_proxy_header(std::string_view data, proxy_header& out) {
   return data.size() < v2_signature.size() ? proxy_parse::need_more : parse_v2(data, out);
 }
 
-}  // namespace tollgate::policy
+}  // namespace tollgate::protocol

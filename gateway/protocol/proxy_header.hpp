@@ -9,7 +9,7 @@
 
 #include "gateway/core/address.hpp"
 
-namespace tollgate::policy {
+namespace tollgate::protocol {
 
 /// Outcome of looking at the first bytes of a connection.
 enum class proxy_parse {
@@ -31,4 +31,4 @@ inline constexpr std::size_t max_proxy_header = 1024;
 /// Parses the start of a connection's bytes.
 proxy_parse parse_proxy_header(std::string_view data, proxy_header& out);
 
-}  // namespace tollgate::policy
+}  // namespace tollgate::protocol

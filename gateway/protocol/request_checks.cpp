@@ -1,8 +1,8 @@
-#include "gateway/policy/request_checks.hpp"
+#include "gateway/protocol/request_checks.hpp"
 
 #include <array>
 
-namespace tollgate::policy {
+namespace tollgate::protocol {
 
 namespace {
 
@@ -83,4 +83,4 @@ bool valid_host(std::string_view value) noexcept {
   return valid_reg_name(host);
 }
 
-}  // namespace tollgate::policy
+}  // namespace tollgate::protocol
