@@ -133,18 +133,18 @@ void render_page(const setting& s, record& r) {
 step conclude(const setting& s, record& r) {
   const policy::gate_verdict& v = r.verdict;
   r.fx.gate = v.effects;
-  r.fx.challenge = v.result == policy::outcome::challenged;
-  r.fx.outcome = static_cast<core::outcome>(v.result);
+  r.fx.challenge = v.result == core::outcome::challenged;
+  r.fx.outcome = v.result;
   if (v.forward()) return step::forward;
   r.fx.upgrade_refused = r.upgrade;
   r.reply.rate_fields = v.limits_checked;
   std::uint16_t status = 429;
   switch (v.result) {
-    case policy::outcome::banned:
+    case core::outcome::banned:
       status = 403;
       write_banned(r.reply.body, r.reply.fields, v.retry_after);
       break;
-    case policy::outcome::challenged:
+    case core::outcome::challenged:
       status = 428;
       write_challenge(r.reply.body, r.reply.fields, v.challenge);
       if (s.page != nullptr && policy::prefers_html(r.headers->value("Accept"))) render_page(s, r);
@@ -247,7 +247,7 @@ step admit(const setting& s, const request_view& v, record& r) {
   r.gate = {&category, &r.who, solution, v.now, r.exempt};
   if (r.cors != nullptr && preflight) {
     // Not charged nor challenged (it cannot carry a proof), but a ban holds.
-    if (s.gate.screen(r.gate, r.verdict) && r.verdict.result == policy::outcome::banned) {
+    if (s.gate.screen(r.gate, r.verdict) && r.verdict.result == core::outcome::banned) {
       return conclude(s, r);
     }
     return answer_preflight(v, r);

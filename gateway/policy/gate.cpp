@@ -36,7 +36,7 @@ void gate::refuse(const gate_input& in, unsigned bits, gate_verdict& v) const {
   if (v.sent.sent && v.sent.failure != pow::proof_failure::expired) v.effects.pow_failed = true;
   issue_challenge(pow_, *in.who, in.category->pow, bits, v.sent.failure, seconds(in.now),
                   v.challenge);
-  v.result = outcome::challenged;
+  v.result = core::outcome::challenged;
   settle(v);
 }
 
@@ -55,12 +55,12 @@ bool gate::screen(const gate_input& in, gate_verdict& v) const {
   v.sent = {};
   // 0. The access allow list: no ban, proof or limit applies.
   if (in.exempt) {
-    v.result = outcome::allowed;
+    v.result = core::outcome::allowed;
     return true;
   }
   // 1. A ban, automatic or placed by an operator, covers the address in every category.
   if (const auto until = pow_.banned_until(*in.who, in.now)) {
-    v.result = outcome::banned;
+    v.result = core::outcome::banned;
     v.retry_after = core::ceil_seconds(*until - in.now);
     return true;
   }
@@ -98,17 +98,17 @@ void gate::after_limits(const gate_input& in, const limit::limit_request& req,
     if (v.sent.sent && !v.sent.spent && claim_proof(pow_, v.sent, 0)) {
       claim(claim_stage::admitted, 0, v);
     }
-    v.result = d.shadow_limited ? outcome::shadow_limited : outcome::allowed;
+    v.result = d.shadow_limited ? core::outcome::shadow_limited : core::outcome::allowed;
     return settle(v);
   }
   if (!c.pow.on_limit || !only_payable_rejected(req, d)) {
-    v.result = outcome::limited;
+    v.result = core::outcome::limited;
     return settle(v);
   }
   // Pay to pass: a proof admits this one request past the address levels, committing nothing.
   if (claim_proof(pow_, v.sent, c.pow.on_limit_bits)) {
     claim(claim_stage::pay, c.pow.on_limit_bits, v);
-    v.result = outcome::pow_passed;
+    v.result = core::outcome::pow_passed;
     return settle(v);
   }
   // A proof that went to the violations' requirement was valid: counted so here, since

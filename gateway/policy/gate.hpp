@@ -13,22 +13,12 @@
 #include <optional>
 #include <string_view>
 
+#include "gateway/core/outcome.hpp"
 #include "gateway/limit/request.hpp"
 #include "gateway/policy/compiled_policy.hpp"
 #include "gateway/policy/pow_gate.hpp"
 
 namespace tollgate::policy {
-
-/// How a request ends (the `decision` label of tollgate_requests_total, less `error`, which
-/// only the network layer knows).
-enum class outcome : std::uint8_t {
-  allowed,         ///< forwarded: every enforced limit admitted it
-  limited,         ///< 429
-  challenged,      ///< 428: a proof is required, or pays to pass
-  pow_passed,      ///< forwarded: a proof paid past the address levels
-  banned,          ///< 403
-  shadow_limited,  ///< forwarded: only a shadowed limit would have rejected it
-};
 
 /// What a request brings to the gate.
 struct gate_input {
@@ -60,22 +50,20 @@ enum class claim_stage : std::uint8_t {
 
 /// The gate's answer, reused request after request (its strings keep their capacity).
 struct gate_verdict {
-  outcome result = outcome::allowed;  ///< the answer, once decided
-  bool ask_limits = false;            ///< after step 1: decide the limits, then call step 2
-  bool limits_checked = false;        ///< the answer carries the rate-limit fields (DESIGN §4)
-  std::int64_t retry_after = 0;       ///< banned: seconds until the ban ends
-  challenge_values challenge;         ///< challenged: the 428's values
-  gate_effects effects;               ///< to apply
-  proof sent;                         ///< the proof as judged so far (carried between steps)
-  bool paid = false;                  ///< a proof was spent on the violations' requirement
+  core::outcome result =
+      core::outcome::allowed;  ///< the answer, once decided (a forward or a refusal the gate gives)
+  bool ask_limits = false;     ///< after step 1: decide the limits, then call step 2
+  bool limits_checked = false;   ///< the answer carries the rate-limit fields (DESIGN §4)
+  std::int64_t retry_after = 0;  ///< banned: seconds until the ban ends
+  challenge_values challenge;    ///< challenged: the 428's values
+  gate_effects effects;          ///< to apply
+  proof sent;                    ///< the proof as judged so far (carried between steps)
+  bool paid = false;             ///< a proof was spent on the violations' requirement
   claim_stage claimed = claim_stage::none;  ///< where the proof to spend was claimed
   unsigned claimed_bits = 0;                ///< what it was claimed for (requirement)
 
   /// Whether the request goes upstream.
-  bool forward() const noexcept {
-    return result == outcome::allowed || result == outcome::pow_passed ||
-           result == outcome::shadow_limited;
-  }
+  bool forward() const noexcept { return core::forwarded(result); }
 };
 
 /// Decides requests against the process's PoW state (bans, violation counters, replay cache).

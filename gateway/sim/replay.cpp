@@ -25,20 +25,20 @@ void prepare(run_tally& t, const simulator& s) {
   }
 }
 
-void count(run_tally& t, const simulator& s, const outcome& o, const core::address& client) {
+void count(run_tally& t, const simulator& s, const simulated& o, const core::address& client) {
   category_tally& c = t.categories[o.category];
   ++c.requests;
-  ++c.decisions[static_cast<std::size_t>(o.result)];
+  ++c.outcomes[static_cast<std::size_t>(o.result)];
   if (o.admitted()) ++c.admitted;
   if (o.exempt) ++c.exempt;
   for (std::uint32_t bits = o.unkeyed; bits != 0; bits &= bits - 1) {
     ++c.unkeyed[static_cast<std::size_t>(__builtin_ctz(bits))];
   }
   if (o.limit != nullptr) {
-    auto& by = o.result == decision::shadow_limited ? c.shadow : c.limited;
+    auto& by = o.result == core::outcome::shadow_limited ? c.shadow : c.limited;
     ++by[o.limit->slot][static_cast<std::size_t>(o.tier)];
   }
-  if (o.result == decision::limited || o.result == decision::challenged) {
+  if (o.result == core::outcome::limited || o.result == core::outcome::challenged) {
     ++c.addresses[key_of(client)];
     ++c.networks[network_of(client, s.policy().prefixes())];
   }
@@ -83,19 +83,19 @@ difference make_difference(const indexed_line& l, const log_record& r) {
 }
 
 /// Fills side `i` of `d` with `o` under `s` (`ok` false: the target is no valid path).
-void describe(difference& d, int i, const simulator& s, bool ok, const outcome& o) {
+void describe(difference& d, int i, const simulator& s, bool ok, const simulated& o) {
   if (!ok) {
     d.decision[i] = "unroutable";
     return;
   }
   d.category[i] = s.policy().categories()[o.category].name;
-  d.decision[i] = std::string(decision_name(o.result));
+  d.decision[i] = std::string(core::outcome_name(o.result));
   append_limit(d.limit[i], o);
 }
 
 /// Compares the simulated outcome `o` of `r` with its logged decision.
 void agree(log_agreement& a, const indexed_line& l, const log_record& r, const simulator& s,
-           const outcome& o, std::size_t keep) {
+           const simulated& o, std::size_t keep) {
   if (s.policy().categories()[o.category].name != r.category) ++a.other_category;
   if (!comparable(r)) {
     ++a.not_comparable[std::string(r.decision)];
@@ -105,14 +105,14 @@ void agree(log_agreement& a, const indexed_line& l, const log_record& r, const s
   thread_local std::string limit;
   limit.clear();
   append_limit(limit, o);
-  if (decision_name(o.result) == r.decision && limit == r.limit) return;
+  if (core::outcome_name(o.result) == r.decision && limit == r.limit) return;
   ++a.differ;
   // Built in a reused string and looked up without a copy: a log replayed under another
   // policy may differ on most lines.
   thread_local std::string pair;
   pair.assign(r.decision);
   if (!r.limit.empty()) pair.append(" ").append(r.limit);
-  pair.append(" -> ").append(decision_name(o.result));
+  pair.append(" -> ").append(core::outcome_name(o.result));
   if (!limit.empty()) pair.append(" ").append(limit);
   if (const auto it = a.pairs.find(pair); it != a.pairs.end()) {
     ++it->second;
@@ -149,7 +149,7 @@ void settle(replay_result& res, const staged& s, simulator& a, simulator* b,
   res.last = r.time;
   if ((res.requests & 0xffff) == 0 && opt.tick) opt.tick(res.requests);
   res.upgrades += s.upgrade ? 1 : 0;
-  outcome oa, ob;
+  simulated oa, ob;
   const bool ra = s.to != nullptr;
   if (ra) {
     a.decide(r, *s.to, s.upgrade, oa);

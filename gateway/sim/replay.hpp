@@ -35,13 +35,13 @@ struct address_key_hash {
 
 /// What happened to the requests of one category.
 struct category_tally {
-  std::uint64_t requests = 0;                             ///< replayed
-  std::uint64_t admitted = 0;                             ///< forwarded
-  std::uint64_t exempt = 0;                               ///< on the allow list
-  std::array<std::uint64_t, decision_count> decisions{};  ///< by decision
-  std::vector<std::array<std::uint64_t, 2>> limited;      ///< by limit slot and tier: 429 or 428
-  std::vector<std::array<std::uint64_t, 2>> shadow;       ///< by limit slot and tier: shadowed
-  std::vector<std::uint64_t> unkeyed;                     ///< by limit slot: key missing
+  std::uint64_t requests = 0;                                 ///< replayed
+  std::uint64_t admitted = 0;                                 ///< forwarded
+  std::uint64_t exempt = 0;                                   ///< on the allow list
+  std::array<std::uint64_t, core::outcome_count> outcomes{};  ///< by outcome
+  std::vector<std::array<std::uint64_t, 2>> limited;  ///< by limit slot and tier: 429 or 428
+  std::vector<std::array<std::uint64_t, 2>> shadow;   ///< by limit slot and tier: shadowed
+  std::vector<std::uint64_t> unkeyed;                 ///< by limit slot: key missing
   /// Limited or challenged requests per address and per network (the policy's coarse prefix).
   std::unordered_map<address_key, std::uint64_t, address_key_hash> addresses, networks;
 };

@@ -105,13 +105,13 @@ void text_run(std::string& out, const run_summary& run) {
     out += "  unroutable targets (400, not counted below): " + number(run.unroutable) + "\n";
   }
   for (const auto& c : run.categories) {
-    const auto& d = c.decisions;
+    const auto& d = c.outcomes;
     out += "  category " + c.name + ": " + number(c.requests) + " requests, " + number(c.admitted) +
            " admitted (" + number(c.exempt) + " exempt), " +
-           number(d[static_cast<int>(decision::limited)]) + " limited, " +
-           number(d[static_cast<int>(decision::challenged)]) + " challenged, " +
-           number(d[static_cast<int>(decision::shadow_limited)]) + " shadow-limited, " +
-           number(d[static_cast<int>(decision::denied)]) + " denied\n";
+           number(d[static_cast<int>(core::outcome::limited)]) + " limited, " +
+           number(d[static_cast<int>(core::outcome::challenged)]) + " challenged, " +
+           number(d[static_cast<int>(core::outcome::shadow_limited)]) + " shadow-limited, " +
+           number(d[static_cast<int>(core::outcome::denied)]) + " denied\n";
     text_items(out, "limited by (429 and pay-to-pass 428)", c.limited_by);
     text_items(out, "shadow-limited by", c.shadow_by);
     text_items(out, "key missing", c.unkeyed);
@@ -231,14 +231,14 @@ void text_side_by_side(std::string& out, const run_summary& x, const run_summary
     std::snprintf(buf, sizeof buf, "  category %-40s %14s %14s\n", name.c_str(), "A", "B");
     out += buf;
     rows(out, a, b, "", [](const category_summary& c) {
-      const auto& d = c.decisions;
+      const auto& d = c.outcomes;
       return counted{{"requests", c.requests},
                      {"admitted", c.admitted},
                      {"exempt", c.exempt},
-                     {"limited", d[static_cast<int>(decision::limited)]},
-                     {"challenged", d[static_cast<int>(decision::challenged)]},
-                     {"shadow-limited", d[static_cast<int>(decision::shadow_limited)]},
-                     {"denied", d[static_cast<int>(decision::denied)]}};
+                     {"limited", d[static_cast<int>(core::outcome::limited)]},
+                     {"challenged", d[static_cast<int>(core::outcome::challenged)]},
+                     {"shadow-limited", d[static_cast<int>(core::outcome::shadow_limited)]},
+                     {"denied", d[static_cast<int>(core::outcome::denied)]}};
     });
     rows(out, a, b, "limited by ", [](const category_summary& c) { return c.limited_by; });
     rows(out, a, b, "shadow-limited by ", [](const category_summary& c) { return c.shadow_by; });
@@ -272,7 +272,7 @@ run_summary summarise(const run_tally& t, const simulator& s, std::size_t top) {
     cs.requests = ct.requests;
     cs.admitted = ct.admitted;
     cs.exempt = ct.exempt;
-    cs.decisions = ct.decisions;
+    cs.outcomes = ct.outcomes;
     cs.limited_by = by_limit(ct.limited, c);
     cs.shadow_by = by_limit(ct.shadow, c);
     for (std::size_t slot = 0; slot < ct.unkeyed.size(); ++slot) {

@@ -17,7 +17,7 @@ struct category_summary {
   std::uint64_t requests = 0;                                        ///< replayed
   std::uint64_t admitted = 0;                                        ///< forwarded
   std::uint64_t exempt = 0;                                          ///< on the allow list
-  std::array<std::uint64_t, decision_count> decisions{};             ///< by decision
+  std::array<std::uint64_t, core::outcome_count> outcomes{};         ///< by outcome
   std::vector<std::pair<std::string, std::uint64_t>> limited_by;     ///< "limit.tier": 429 and 428
   std::vector<std::pair<std::string, std::uint64_t>> shadow_by;      ///< "limit.tier": shadowed
   std::vector<std::pair<std::string, std::uint64_t>> unkeyed;        ///< limit: key missing

@@ -73,8 +73,10 @@ void category(json_out& j, const category_summary& c) {
   j.num("requests", c.requests);
   j.num("admitted", c.admitted);
   j.num("exempt", c.exempt);
-  for (std::size_t d = 0; d < decision_count; ++d) {
-    j.num(decision_name(static_cast<decision>(d)), c.decisions[d]);
+  for (std::size_t d = 0; d < core::outcome_count; ++d) {
+    const auto o = static_cast<core::outcome>(d);
+    // A replay has no store to fail: no `error` (the report's keys stay those it had).
+    if (o != core::outcome::error) j.num(core::outcome_name(o), c.outcomes[d]);
   }
   counted_object(j, "limited_by", c.limited_by);
   counted_object(j, "shadow_limited_by", c.shadow_by);

@@ -70,18 +70,12 @@ constexpr core::siphash_key sim_key{0x73696d756c617465ULL, 0x746f6c6c67617465ULL
 
 }  // namespace
 
-std::string_view decision_name(decision d) noexcept {
-  constexpr std::string_view names[] = {"allowed", "limited",        "challenged", "pow_passed",
-                                        "banned",  "shadow_limited", "denied"};
-  return names[static_cast<std::size_t>(d)];
-}
-
-bool outcome::same_as(const outcome& o) const noexcept {
+bool simulated::same_as(const simulated& o) const noexcept {
   if (result != o.result || (limit == nullptr) != (o.limit == nullptr)) return false;
   return limit == nullptr || (tier == o.tier && limit->name == o.limit->name);
 }
 
-void append_limit(std::string& out, const outcome& o) {
+void append_limit(std::string& out, const simulated& o) {
   if (o.limit == nullptr) return;
   out += o.limit->name;
   out += '.';
@@ -102,7 +96,7 @@ const policy::route* simulator::route(const log_record& r, bool upgrade) {
   return &router_.match({r.method, path_, &logged_header, &upgrade});
 }
 
-bool simulator::decide(const log_record& r, bool upgrade, outcome& out) {
+bool simulator::decide(const log_record& r, bool upgrade, simulated& out) {
   const policy::route* to = route(r, upgrade);
   if (to == nullptr) return false;
   decide(r, *to, upgrade, out);
@@ -131,7 +125,7 @@ const policy::category_limits* simulator::preflight_category(const log_record& r
   return nullptr;
 }
 
-void simulator::decide(const log_record& r, const policy::route& to, bool upgrade, outcome& out) {
+void simulator::decide(const log_record& r, const policy::route& to, bool upgrade, simulated& out) {
   // A ban comes from violations a log does not show (an upstream's reports, failed proofs) or
   // from an operator: a line the gateway logged banned says the client was banned then, and
   // is replayed so, for that line alone. The access lists still come first.
@@ -165,11 +159,10 @@ void simulator::decide(const log_record& r, const policy::route& to, bool upgrad
   out.category = static_cast<std::uint16_t>(&a.category() - policy_.categories().data());
   out.exempt = a.exempt;
   out.unkeyed = a.unkeyed;
-  out.result = a.fx.outcome == core::outcome::denied ? decision::denied
-                                                     : static_cast<decision>(a.fx.outcome);
+  out.result = a.fx.outcome;
   if (!a.verdict.limits_checked) return;
   const limit::decision& d = a.decision;
-  const std::uint8_t binding = out.result == decision::shadow_limited
+  const std::uint8_t binding = out.result == core::outcome::shadow_limited
                                    ? d.shadow_binding
                                    : (d.admitted ? limit::no_binding : d.binding);
   if (binding != limit::no_binding) {
@@ -177,8 +170,6 @@ void simulator::decide(const log_record& r, const policy::route& to, bool upgrad
     out.limit = a.limits.groups[o.group].spec;
     out.tier = o.tier;
   }
-  static_assert(static_cast<int>(core::outcome::shadow_limited) ==
-                static_cast<int>(decision::shadow_limited));
 }
 
 }  // namespace tollgate::sim

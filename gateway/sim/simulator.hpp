@@ -14,6 +14,7 @@
 #include "gateway/admission/admission.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/core/key_block.hpp"
+#include "gateway/core/outcome.hpp"
 #include "gateway/limit/memory_store.hpp"
 #include "gateway/policy/compiled_policy.hpp"
 #include "gateway/policy/gate.hpp"
@@ -22,25 +23,10 @@
 
 namespace tollgate::sim {
 
-/// How a request ended: the labels of tollgate_requests_total the gate can give, and `denied`.
-enum class decision : std::uint8_t {
-  allowed,
-  limited,
-  challenged,
-  pow_passed,
-  banned,
-  shadow_limited,
-  denied
-};
-/// Number of decisions.
-inline constexpr std::size_t decision_count = 7;
-/// The label of `d` (as the access log writes it).
-std::string_view decision_name(decision d) noexcept;
-
 /// What the simulation made of one request.
-struct outcome {
-  std::uint16_t category = 0;                  ///< index among the policy's categories
-  decision result = decision::allowed;         ///< the answer
+struct simulated {
+  std::uint16_t category = 0;                     ///< index among the policy's categories
+  core::outcome result = core::outcome::allowed;  ///< the answer (never error)
   const limit::limit_spec* limit = nullptr;    ///< the binding limit (limited, challenged) or the
                                                ///< shadowed one (shadow_limited); else null
   limit::tier tier = limit::tier::short_term;  ///< its tier
@@ -48,16 +34,13 @@ struct outcome {
   std::uint32_t unkeyed = 0;                   ///< slots of limits whose key the request lacked
 
   /// Whether the request went upstream.
-  bool admitted() const noexcept {
-    return result == decision::allowed || result == decision::pow_passed ||
-           result == decision::shadow_limited;
-  }
+  bool admitted() const noexcept { return core::forwarded(result); }
   /// The same answer with the same binding limit (by name and tier).
-  bool same_as(const outcome& o) const noexcept;
+  bool same_as(const simulated& o) const noexcept;
 };
 
 /// Appends `<limit>.<tier>` of `o`, or nothing when it has no limit.
-void append_limit(std::string& out, const outcome& o);
+void append_limit(std::string& out, const simulated& o);
 
 /// Thread safety: none (one simulation, one thread).
 class simulator {
@@ -72,12 +55,12 @@ class simulator {
   /// target is no valid path (the gateway answers 400 and logs nothing).
   const policy::route* route(const log_record& r, bool upgrade);
   /// Decides `r` at r.time as the gateway would have; false when its target is no valid path.
-  bool decide(const log_record& r, bool upgrade, outcome& out);
+  bool decide(const log_record& r, bool upgrade, simulated& out);
   /// Prefetches the store slots `r`, routed to `to`, will use: called one request ahead of
   /// decide, so that their cache misses overlap the work in between. Changes no state.
   void prefetch(const log_record& r, const policy::route& to, bool upgrade);
   /// The same for `r` already routed to `to` (by route(r, upgrade)).
-  void decide(const log_record& r, const policy::route& to, bool upgrade, outcome& out);
+  void decide(const log_record& r, const policy::route& to, bool upgrade, simulated& out);
   /// The category of `r` when its line shows a CORS preflight the gateway answered itself and
   /// that category (by its logged name) has `cors` here; null otherwise. Such a preflight is
   /// replayed as the gateway answers it: charged nothing.

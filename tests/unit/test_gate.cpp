@@ -16,7 +16,7 @@
 #include "keys_support.hpp"
 
 using namespace tollgate;
-using policy::outcome;
+using core::outcome;
 using pow::proof_failure;
 
 namespace {

@@ -182,8 +182,8 @@ TEST_CASE("sim replay: a table of requests, counted by hand", "[sim]") {
   CHECK(g.requests == 12);
   CHECK(g.admitted == 9);
   CHECK(g.exempt == 4);
-  CHECK(g.decisions[static_cast<int>(decision::limited)] == 2);
-  CHECK(g.decisions[static_cast<int>(decision::denied)] == 1);
+  CHECK(g.outcomes[static_cast<int>(core::outcome::limited)] == 2);
+  CHECK(g.outcomes[static_cast<int>(core::outcome::denied)] == 1);
   CHECK(g.limited_by == decltype(g.limited_by){{S, 2}});
   CHECK(g.top_addresses == decltype(g.top_addresses){{"10.0.0.1", 2}});
   CHECK(g.top_networks == decltype(g.top_networks){{"10.0.0.0/24", 2}});
@@ -196,12 +196,12 @@ TEST_CASE("sim replay: a table of requests, counted by hand", "[sim]") {
 
   const auto& p = category(s, "paid");
   CHECK((p.requests == 2 && p.admitted == 1));
-  CHECK(p.decisions[static_cast<int>(decision::challenged)] == 1);
+  CHECK(p.outcomes[static_cast<int>(core::outcome::challenged)] == 1);
   CHECK(count_of(p.limited_by, S) == 1);
 
   const auto& d = category(s, "dry");
   CHECK((d.requests == 3 && d.admitted == 3));
-  CHECK(d.decisions[static_cast<int>(decision::shadow_limited)] == 2);
+  CHECK(d.outcomes[static_cast<int>(core::outcome::shadow_limited)] == 2);
   CHECK(count_of(d.shadow_by, S) == 2);
   CHECK(d.limited_by.empty());
 
