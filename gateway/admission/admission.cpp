@@ -16,6 +16,12 @@ namespace {
 /// The proof of work a client sends in a header (docs/design.md §5); spent, never forwarded.
 constexpr std::string_view pow_solution_field = "X-PoW-Solution";
 
+/// The header line that clears the proof-of-work cookie, on a TLS listener or not.
+std::string_view clear_pow_cookie(bool tls) noexcept {
+  return tls ? "Set-Cookie: tollgate_pow=; Path=/; Max-Age=0; SameSite=Lax; Secure\r\n"
+             : "Set-Cookie: tollgate_pow=; Path=/; Max-Age=0; SameSite=Lax\r\n";
+}
+
 /// The rightmost X-Forwarded-For values, the only ones the walk to the client can reach.
 struct forwarded_values {
   std::array<std::string_view, 8> values;
@@ -314,11 +320,6 @@ void append_own_fields(const record& r, std::string& out) {
   if (r.pow_cookie) out += clear_pow_cookie(r.tls);
   // A script on an allowed origin may read the gateway's answers (CORS).
   if (r.cors != nullptr) r.cors->append_answer_fields(out, r.cors_origin);
-}
-
-std::string_view clear_pow_cookie(bool tls) noexcept {
-  return tls ? "Set-Cookie: tollgate_pow=; Path=/; Max-Age=0; SameSite=Lax; Secure\r\n"
-             : "Set-Cookie: tollgate_pow=; Path=/; Max-Age=0; SameSite=Lax\r\n";
 }
 
 }  // namespace tollgate::admission

@@ -120,7 +120,4 @@ step tunnels_full(record& r);
 /// upstream): the proof cookie cleared once judged, CORS where the gateway owns it.
 void append_own_fields(const record& r, std::string& out);
 
-/// The header line that clears the proof-of-work cookie, on a TLS listener or not.
-std::string_view clear_pow_cookie(bool tls) noexcept;
-
 }  // namespace tollgate::admission

@@ -414,9 +414,10 @@ task<bool> switch_protocols(exchange& x) {
     co_return co_await answer_failure(x, metrics::upstream_error::reset,
                                       "switched to another protocol than websocket", false);
   }
-  render_switching_head(
-      sc.head, *rp, r.adm.rate,
-      r.adm.pow_cookie ? admission::clear_pow_cookie(r.adm.tls) : std::string_view());
+  // The gateway's own lines, as on every answer.
+  sc.response_fields.clear();
+  admission::append_own_fields(r.adm, sc.response_fields);
+  render_switching_head(sc.head, *rp, r.adm.rate, sc.response_fields);
   sc.status = 101;
   watch.client_for(r.snap->config.limits.body_timeout);
   asio::const_buffer head = asio::buffer(sc.head);
