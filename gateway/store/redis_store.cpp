@@ -62,6 +62,16 @@ std::size_t redis_store::forget(const core::key_block& block,
   return fallback_->forget(block, prefixes);
 }
 
+store_report redis_store::report() const {
+  store_report r;
+  r.shared = true;
+  r.degraded = degraded();
+  r.refusing = r.degraded && o_.on_failure == fail_mode::closed;
+  r.fail_mode = fail_mode_name(o_.on_failure);
+  r.counters = counters();
+  return r;
+}
+
 bool redis_store::degraded() const noexcept {
   for (const auto& w : workers_) {
     if (!w->ready()) return true;

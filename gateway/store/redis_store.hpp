@@ -75,6 +75,10 @@ class redis_store final : public decision_store {
   /// The in-process fallback's state only; Redis's keys expire by themselves.
   std::size_t forget(const core::key_block& block, const core::level_prefixes& prefixes) override;
 
+  /// Shared; degraded while some worker cannot reach Redis (fail_mode decides its requests);
+  /// every worker's counters.
+  store_report report() const override;
+
   /// Whether some worker cannot reach Redis (fail_mode decides its requests).
   bool degraded() const noexcept;
   /// Every worker's counters, for a scrape.
