@@ -79,14 +79,12 @@ class redis_store final : public decision_store {
   /// every worker's counters.
   store_report report() const override;
 
+ private:
   /// Whether some worker cannot reach Redis (fail_mode decides its requests).
   bool degraded() const noexcept;
   /// Every worker's counters, for a scrape.
   std::vector<const metrics::store_counters*> counters() const;
-  /// fail_mode.
-  fail_mode on_failure() const noexcept { return o_.on_failure; }
 
- private:
   redis_options o_;                                      ///< settings
   std::unique_ptr<boost::asio::ssl::context> tls_;       ///< TLS toward Redis, when configured
   std::unique_ptr<local_store> fallback_;                ///< fail_mode local
