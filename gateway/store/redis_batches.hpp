@@ -21,6 +21,7 @@ struct worker_context;
 /// Thread safety: the worker's thread only.
 class batch_sender {
  public:
+  /// The sender of the worker whose parts share `w`.
   explicit batch_sender(worker_context& w);
 
   /// Sends through `io` (the worker's).
@@ -35,7 +36,9 @@ class batch_sender {
   void on_reply(node& from, pending_call& c, const redisReply* reply, failure why);
 
  private:
+  /// Sends the decisions waiting at the end of this turn of the event loop.
   void schedule();
+  /// Sends the decisions waiting, max_batch to a call (fail_mode for those already due).
   void send_batches();
 
   worker_context& w_;                                 ///< what the worker's parts share

@@ -24,6 +24,7 @@ constexpr std::size_t max_nodes = 64;
 /// at once; it completes when the last answers. Owned by its calls (shared), so that it dies
 /// with them whatever happens to the connections.
 struct split_decision {
+  /// One slot's part.
   struct part_state {
     group_mask groups = 0;         ///< the request's groups in this slot
     std::uint16_t slot = 0;        ///< their slot
@@ -31,14 +32,14 @@ struct split_decision {
     bool answered = false;         ///< a reply came
     script_reply reply;            ///< ... and said this
   };
-  const limit::limit_request* req = nullptr;
-  limit::decision* out = nullptr;
-  decide_handler done;
-  clock_type::time_point sent;
-  std::array<part_state, limit::max_groups> parts;
-  std::uint8_t count = 0;    ///< parts
-  std::uint8_t waiting = 0;  ///< parts not yet answered or failed
-  bool failed = false;       ///< a part got no usable reply
+  const limit::limit_request* req = nullptr;        ///< what is decided
+  limit::decision* out = nullptr;                   ///< where the decision goes
+  decide_handler done;                              ///< the session waiting for it
+  clock_type::time_point sent;                      ///< when the parts were sent
+  std::array<part_state, limit::max_groups> parts;  ///< one per slot
+  std::uint8_t count = 0;                           ///< parts
+  std::uint8_t waiting = 0;                         ///< parts not yet answered or failed
+  bool failed = false;                              ///< a part got no usable reply
 
   split_decision(const limit::limit_request* r, limit::decision* o, decide_handler&& d)
       : req(r), out(o), done(std::move(d)) {}

@@ -49,23 +49,31 @@ class slot_map {
 /// Thread safety: the worker's thread only.
 class cluster_router {
  public:
+  /// The router of the worker whose parts share `w`.
   explicit cluster_router(worker_context& w) : w_(w) {}
 
   /// Sends the decision of `req` into `out`, completing `done` once the nodes answered (or
   /// fail_mode, when they cannot).
   void start(const limit::limit_request& req, limit::decision& out, decide_handler&& done);
 
-  /// The reply to a call of the kinds whole, part and refund (nullptr: none came, `why`).
+  /// The reply to a whole decision (nullptr: none came, `why`).
   void on_whole(node& from, pending_call& c, const redisReply* reply, failure why);
+  /// The reply to a part of a split decision.
   void on_part(node& from, pending_call& c, const redisReply* reply, failure why);
+  /// The reply to a refund.
   void on_refund(const redisReply* reply, failure why);
 
  private:
+  /// Sends a whole decision to the node of `slot` (or `to`); fail_mode when it cannot.
   void send_whole(pending_call&& c, std::uint16_t slot, bool initiating, node* to = nullptr);
+  /// Sends part c.part of `split`; false when it cannot be sent.
   bool send_part(const std::shared_ptr<split_decision>& split, pending_call&& c,
                  node* to = nullptr);
+  /// The node a redirection says to ask (nullptr: none, or not followed).
   node* follow(const redisReply& reply, pending_call& c);
+  /// Every part answered or failed: the decision, and refunds.
   void finish_split(split_decision& s, bool initiating);
+  /// Gives back on `to` what a part committed for `groups`.
   void send_refund(const limit::limit_request& req, node& to, group_mask groups,
                    const script_reply& r);
 

@@ -53,6 +53,7 @@ class fail_mode_answers {
   /// Logs an error reply, at most once a second.
   void log_error(std::string_view text);
 
+  /// What answers.
   fail_mode mode() const noexcept { return mode_; }
 
  private:
@@ -64,7 +65,7 @@ class fail_mode_answers {
 
 /// Decisions sent together to one server (its calls' handlers, in the order of the batch).
 struct batch_decision {
-  std::vector<pending_call> items;
+  std::vector<pending_call> items;  ///< the decisions, in the order of the call's reply
   /// Per item: answered already (by fail_mode, its own deadline having passed first).
   std::vector<char> settled;
   bool timeout_counted = false;  ///< one timeout counted for the call, however many items

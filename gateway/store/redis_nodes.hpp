@@ -61,11 +61,14 @@ class node_set {
   /// The node at host:port, made (and connected) if new.
   node& at(const std::string& host, std::uint16_t port);
 
+  /// Node `i`.
   node& operator[](std::size_t i) { return *nodes_[i]; }
   const node& operator[](std::size_t i) const { return *nodes_[i]; }
+  /// How many.
   std::size_t size() const noexcept { return nodes_.size(); }
 
  private:
+  /// Makes and starts `n`'s link.
   void connect(node& n);
 
   worker& owner_;                             ///< the nodes' owner

@@ -146,8 +146,6 @@ void worker::on_node_state(node& n, bool up, const std::string& why) {
   update_ready();
 }
 
-/// Usable: the server is up; with Cluster, the slot map is known and every node it names is
-/// up.
 void worker::update_ready() {
   const bool r = w_.o.cluster ? w_.slots.usable() : w_.nodes[0].up;
   ready_.store(r, std::memory_order_relaxed);

@@ -23,6 +23,8 @@ namespace tollgate::store::redis {
 /// What the parts of one worker's side share.
 /// Thread safety: the worker's thread only, but the counters' values (any thread).
 struct worker_context {
+  /// The context of `w`, worker `worker_index`, with the store's settings and TLS context, and
+  /// fail_mode local's store.
   worker_context(worker& w, const redis_options& options, boost::asio::ssl::context* tls,
                  local_store* fallback, std::uint32_t worker_index);
 
@@ -68,6 +70,8 @@ class worker {
   bool ready() const noexcept { return ready_.load(std::memory_order_relaxed); }
 
  private:
+  /// Sets `ready_`: the server is up; with Cluster, the slot map is known and every node it
+  /// names is up.
   void update_ready();
 
   worker_context w_;                ///< what the parts share
