@@ -213,8 +213,8 @@ fi
 # The script alone: redis-benchmark's own clients, random addresses (fresh keys: every call
 # admits and writes), the arguments the gateway sends for the open policy.
 rcli flushall >/dev/null
-# The script's text, as compiled in (the first raw string of redis_wire.cpp).
-script=$(python3 -c 'import re,sys; print(re.search(r"R\"lua\((.*?)\)lua\"", open(sys.argv[1]).read(), re.S).group(1), end="")' gateway/store/redis_wire.cpp)
+# The script's text, as compiled in (gateway/store/gcra.lua).
+script=$(cat gateway/store/gcra.lua)
 sha=$(rcli script load "$script")
 # The open policy's limits (T 1000 ns burst 10^6; T 3600 ns burst 10^6), then per request:
 # cost 1, its number of limits, and per limit its key's and its limit's index.

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gateway/core/key_block.hpp"
@@ -19,6 +20,10 @@
 
 namespace boost::asio {
 class io_context;
+}
+
+namespace tollgate::metrics {
+struct store_counters;
 }
 
 namespace tollgate::store {
@@ -38,6 +43,16 @@ struct table_size {
 /// What a store holds for one key of one limit (the admin API).
 struct limit_state {
   core::nanos tat[2] = {0, 0};  ///< stored tat of the short and the long tier
+};
+
+/// What a store says of itself to a scrape and to /readyz.
+struct store_report {
+  bool shared = false;         ///< its state is shared with other replicas (Redis)
+  bool degraded = false;       ///< that state cannot be reached now: fail_mode decides
+  bool refusing = false;       ///< ... and refuses every decision meanwhile (fail_mode closed)
+  std::string_view fail_mode;  ///< what decides while degraded ("local", "open", "closed")
+  /// The store's own counters, per worker (tollgate_store_*; none for the in-process store).
+  std::vector<const metrics::store_counters*> counters;
 };
 
 /// A store of limiter state.
@@ -76,6 +91,10 @@ class decision_store {
     (void)prefixes;
     return 0;
   }
+
+  /// What the store says of itself (scrape and readiness time, any thread). The in-process
+  /// store has nothing to say: not shared, never degraded.
+  virtual store_report report() const { return {}; }
 };
 
 /// Decides `req` into `out` through `s`, completing with `void(error_code)` by `token`

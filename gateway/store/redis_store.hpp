@@ -5,6 +5,12 @@
 /// Redis cannot answer within `timeout`, `fail_mode` decides (local: the in-process store,
 /// open: admit without headers, closed: 503 store_unavailable), and the links reconnect by
 /// themselves.
+///
+/// Each worker's side (redis_worker) is made of parts with one job each: redis_batches (one
+/// server: a turn's decisions in one call), redis_cluster (the slot map, a decision split by
+/// slot, refunds, redirections), redis_fail_mode (answers without Redis, and each decision's
+/// own deadline), over the worker's nodes (redis_nodes), their links (redis_link) and what is
+/// said on them (redis_wire).
 
 #include <boost/asio/ssl/context.hpp>
 
@@ -20,6 +26,10 @@
 #include "gateway/store/local_store.hpp"
 
 namespace tollgate::store {
+
+namespace redis {
+class worker;
+}
 
 /// What `fail_mode` does while Redis cannot answer.
 enum class fail_mode : std::uint8_t { local, open, closed };
@@ -65,20 +75,20 @@ class redis_store final : public decision_store {
   /// The in-process fallback's state only; Redis's keys expire by themselves.
   std::size_t forget(const core::key_block& block, const core::level_prefixes& prefixes) override;
 
+  /// Shared; degraded while some worker cannot reach Redis (fail_mode decides its requests);
+  /// every worker's counters.
+  store_report report() const override;
+
+ private:
   /// Whether some worker cannot reach Redis (fail_mode decides its requests).
   bool degraded() const noexcept;
   /// Every worker's counters, for a scrape.
   std::vector<const metrics::store_counters*> counters() const;
-  /// fail_mode.
-  fail_mode on_failure() const noexcept { return o_.on_failure; }
 
- private:
-  class worker_side;
-
-  redis_options o_;                                    ///< settings
-  std::unique_ptr<boost::asio::ssl::context> tls_;     ///< TLS toward Redis, when configured
-  std::unique_ptr<local_store> fallback_;              ///< fail_mode local
-  std::vector<std::unique_ptr<worker_side>> workers_;  ///< by index
+  redis_options o_;                                      ///< settings
+  std::unique_ptr<boost::asio::ssl::context> tls_;       ///< TLS toward Redis, when configured
+  std::unique_ptr<local_store> fallback_;                ///< fail_mode local
+  std::vector<std::unique_ptr<redis::worker>> workers_;  ///< by index
 };
 
 }  // namespace tollgate::store

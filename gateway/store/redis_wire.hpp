@@ -19,7 +19,8 @@ struct redisReader;
 namespace tollgate::store::redis {
 
 /// The script that evaluates and commits every limit of one request, all-or-nothing, with
-/// the GCRA of DESIGN §3 in integer nanoseconds on Redis's clock (`TIME`).
+/// the GCRA of DESIGN §3 in integer nanoseconds on Redis's clock (`TIME`): gateway/store/
+/// gcra.lua, compiled in.
 ///
 /// KEYS: one per group of the request. ARGV[1]: "" (Redis time) or a decimal nanosecond
 /// instant (tests only); ARGV[2]: the cost; then five per group: shadow (0|1), T and burst of
@@ -32,10 +33,10 @@ std::string_view gcra_script() noexcept;
 /// SHA-1 of gcra_script() in lower-case hex (what EVALSHA names it by).
 const std::string& gcra_sha() noexcept;
 
-/// The refund script of Redis Cluster (DESIGN §11): gives back what a part of a decision
-/// committed when another part, in another slot, rejected the request. Per key and tier it
-/// takes r = min(c·T, max(0, tat_written − now)) off the stored tat, which provably never
-/// lowers it below the tat of the same admitted requests without the refunded one; a key
+/// The refund script of Redis Cluster (DESIGN §11; gateway/store/refund.lua): gives back what a
+/// part of a decision committed when another part, in another slot, rejected the request. Per key
+/// and tier it takes r = min(c·T, max(0, tat_written − now)) off the stored tat, which provably
+/// never lowers it below the tat of the same admitted requests without the refunded one; a key
 /// whose tats have both passed is deleted.
 ///
 /// KEYS: the keys to refund. ARGV per key and tier (short, long): c·T and the tat written, each

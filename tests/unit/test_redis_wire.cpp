@@ -5,6 +5,8 @@
 #include <hiredis/hiredis.h>
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -349,4 +351,19 @@ TEST_CASE("the over-limit cache answers a key Redis found over its limit until i
   decision rej = redis_said;
   c2.remember(req3, rej);
   CHECK_FALSE(c2.reject(req3, d));
+}
+
+TEST_CASE("the scripts are their .lua files byte for byte, under the SHA-1s replicas share",
+          "[redis]") {
+  const auto file = [](const char* name) {
+    std::ifstream f(std::string(TOLLGATE_SOURCE_DIR) + "/gateway/store/" + name, std::ios::binary);
+    REQUIRE(f);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  };
+  CHECK(redis::gcra_script() == file("gcra.lua"));
+  CHECK(redis::refund_script() == file("refund.lua"));
+  // A new script is a new SHA-1: replicas of two versions would then run different scripts
+  // on the same keys. Change these only with the script's version line.
+  CHECK(redis::gcra_sha() == "c3aee3ef9a5e88f4a4b2a99a6bd0b71f7b28b8a5");
+  CHECK(redis::refund_sha() == "9cacee32915f7a6a5cf2152231cc4ba4843664ef");
 }
