@@ -10,11 +10,15 @@ tollgate_run_packages=(
   libhiredis-dev curl python3-websockets
 )
 # The tests and benchmarks on top: Catch2 and Google Benchmark for their build, the processes
-# and tools the tests start (promtool from prometheus, nginx, Redis, headless Chromium, node).
+# and tools the tests start (promtool from prometheus, nginx, Redis, headless Chromium, node,
+# systemd-analyze from systemd, which installs in a container too, where it is not PID 1).
 tollgate_test_packages=(
   catch2 libbenchmark-dev prometheus nginx-light redis-server redis-tools python3-yaml chromium
-  nodejs
+  nodejs systemd
 )
+# `kubectl kustomize` for tests/deploy: Debian's kubectl, only when there is none, since a
+# kubectl from another package (Google's, Kubernetes' own) conflicts with it.
+command -v kubectl >/dev/null || tollgate_test_packages+=(kubernetes-client)
 tollgate_packages=("${tollgate_run_packages[@]}" "${tollgate_test_packages[@]}")
 
 install_deps() {

@@ -4,7 +4,7 @@ shutdown delay and drain), then `systemd-analyze verify` and `systemd-analyze se
 copy whose ExecStart is the built binary (verify wants an executable there).
 
     /usr/bin/python3 tests/deploy/test_systemd.py BUILD_DIR          # the directives
-    /usr/bin/python3 tests/deploy/test_systemd.py BUILD_DIR verify   # systemd-analyze; exit 77 without it
+    /usr/bin/python3 tests/deploy/test_systemd.py BUILD_DIR verify   # systemd-analyze (package systemd)
 """
 
 import os
@@ -142,8 +142,10 @@ if __name__ == "__main__":
     BUILD_DIR = os.environ.get("TOLLGATE_BUILD_DIR", BUILD_DIR)
     if args == ["verify"]:
         if not SYSTEMD_ANALYZE:
-            print("systemd-analyze not found (Debian package systemd): the unit is not verified")
-            sys.exit(77)
+            # Debian's systemd package installs in a container as well (it is not PID 1 there;
+            # verify and security --offline need no running manager).
+            print("systemd-analyze not found: apt-get install systemd")
+            sys.exit(1)
         args = ["Analyze"]
     else:
         args = args or ["Directives"]

@@ -32,9 +32,6 @@ import websockets
 
 BUILD_DIR = os.environ.get("TOLLGATE_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 
-# Tests that show a gateway bug not fixed yet: skipped (with the reason printed) unless this is set.
-RUN_KNOWN_BUGS = os.environ.get("TOLLGATE_WS_KNOWN_BUGS") == "1"
-
 # Every process started, so that none outlives the test run, whatever happens.
 _started = []
 
@@ -609,16 +606,6 @@ def make_certificate(directory):
 
 
 # --- test cases ------------------------------------------------------------------------------
-
-def known_gateway_bug(description):
-    """Marks a test that shows a gateway bug not fixed yet: skipped with `description` unless
-    TOLLGATE_WS_KNOWN_BUGS=1 (so CI stays green and the bug stays visible)."""
-    def wrap(f):
-        if RUN_KNOWN_BUGS:
-            return f
-        return unittest.skip("GATEWAY BUG (set TOLLGATE_WS_KNOWN_BUGS=1 to run): " + description)(f)
-    return wrap
-
 
 def bounded(seconds):
     """Sets a test's own time bound (the default is 15 s)."""
