@@ -114,7 +114,7 @@ class Kubernetes(unittest.TestCase):
                 self.assertEqual(set(c["resources"][kind]), {"cpu", "memory"}, f"{name} {kind}")
 
     def test_workers_match_the_cpu_limit(self):
-        # workers: auto would count the node's CPUs.
+        # workers: auto would count all of the node's CPUs on a cgroup v1 node.
         self.assertIsInstance(self.config["workers"], int)
         self.assertEqual(self.config["workers"], cpu(self.gateway["resources"]["limits"]["cpu"]))
 
