@@ -43,5 +43,7 @@ Tollgate is starting on port 8080; metrics, health and the admin API on 127.0.0.
   curl -s -o /dev/null 'localhost:8080/api/profiles/x?violation=rejected'   # the API flags you
   curl -i localhost:8080/api/profiles/x                       # now 428 + a challenge; README.md
                                                               # "Proof of work" shows the rest
+  build/tollgate simulate --config config/gateway.yaml --log build/access.log
+                                 # replays build/access.log (this gateway's access log) offline
 MSG
 build/tollgate --config config/gateway.yaml
