@@ -12,8 +12,8 @@
 # ---- build: the two binaries, nothing else ---------------------------------------------------
 FROM docker.io/library/debian:bookworm AS build
 
-# scripts/deps.sh's build packages; the test-only ones (catch2, benchmark, nginx, redis,
-# prometheus, python) are left out with the tests and benchmarks below.
+# scripts/deps.sh's tollgate_run_packages without the tour's tools (openssl, curl,
+# python3-websockets); its tollgate_test_packages are left out with the tests and benchmarks.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       cmake ninja-build g++ ccache pkg-config \

@@ -1,13 +1,25 @@
-# Sourced by scripts/run.sh and scripts/test.sh: installs the Debian 12 packages the build and
-# the tests need, with apt-get, only when one is missing.
+# Sourced by the scripts: installs Debian 12 packages with apt-get, only when one is missing.
+# install_deps installs the list in tollgate_packages: by default what building, running and
+# testing need (scripts/test.sh, sanitize.sh, tsan.sh, the benchmarks); scripts/run.sh sets it
+# to tollgate_run_packages alone, other scripts to their own lists.
 
-tollgate_packages=(
+# Building tollgate and tollgate-echo, and scripts/run.sh's tour (curl, python3-websockets).
+tollgate_run_packages=(
   cmake ninja-build g++ ccache pkg-config
-  libyaml-cpp-dev catch2 libbenchmark-dev openssl
-  libboost1.81-dev libssl-dev libspdlog-dev prometheus-cpp-dev curl prometheus nginx-light python3-websockets
-  libhiredis-dev redis-server redis-tools python3-yaml chromium
-  nodejs
+  libyaml-cpp-dev openssl libboost1.81-dev libssl-dev libspdlog-dev prometheus-cpp-dev
+  libhiredis-dev curl python3-websockets
 )
+# The tests and benchmarks on top: Catch2 and Google Benchmark for their build, the processes
+# and tools the tests start (promtool from prometheus, nginx, Redis, headless Chromium, node,
+# systemd-analyze from systemd, which installs in a container too, where it is not PID 1).
+tollgate_test_packages=(
+  catch2 libbenchmark-dev prometheus nginx-light redis-server redis-tools python3-yaml chromium
+  nodejs systemd
+)
+# `kubectl kustomize` for tests/deploy: Debian's kubectl, only when there is none, since a
+# kubectl from another package (Google's, Kubernetes' own) conflicts with it.
+command -v kubectl >/dev/null || tollgate_test_packages+=(kubernetes-client)
+tollgate_packages=("${tollgate_run_packages[@]}" "${tollgate_test_packages[@]}")
 
 install_deps() {
   local missing=()
@@ -25,8 +37,9 @@ install_deps() {
   $sudo env RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# Configures and builds into build/ (Ninja, ccache when present).
+# Configures and builds everything into build/ (Ninja, ccache when present), tests included.
 build_tollgate() {
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${TOLLGATE_BUILD_TYPE:-RelWithDebInfo}"
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${TOLLGATE_BUILD_TYPE:-RelWithDebInfo}" \
+    -DBUILD_TESTING=ON
   cmake --build build -j "$(nproc)"
 }

@@ -186,6 +186,9 @@ class Page:
                 for e in self.browser.events("Network.requestWillBeSent", self.session)]
 
     def responses(self):
-        """(url, status, headers) of every response the tab received so far."""
+        """(url, status, headers) of every response the tab received so far, but for the
+        browser's own /favicon.ico: it asks for that whenever it likes, sometimes after the
+        page's last request."""
         return [(e["response"]["url"], e["response"]["status"], e["response"]["headers"])
-                for e in self.browser.events("Network.responseReceived", self.session)]
+                for e in self.browser.events("Network.responseReceived", self.session)
+                if not e["response"]["url"].endswith("/favicon.ico")]

@@ -146,8 +146,7 @@ class Dashboard(unittest.TestCase):
 
     def test_promql_parses(self):
         promtool = shutil.which("promtool")
-        if not promtool:
-            self.skipTest("promtool not found (Debian package prometheus)")
+        self.assertIsNotNone(promtool, "promtool not found: apt-get install prometheus")
         rules = []
         for i, (where, expr) in enumerate(promql.dashboard_expressions(self.d)):
             if expr.startswith("label_values("):

@@ -57,6 +57,10 @@ TEST_CASE("the default gateway file loads with the routes of DESIGN section 3", 
   CHECK(g.admin.port == 9090);
   CHECK(g.admin.address.to_string() == "127.0.0.1");
   CHECK(g.workers == 0);
+  // The text access log `tollgate simulate --log build/access.log` reads after scripts/run.sh.
+  CHECK(g.logging.access_log == logging_config::destination::file);
+  CHECK(g.logging.format == logging_config::log_format::text);
+  CHECK(g.logging.access_log_path == std::string(TOLLGATE_SOURCE_DIR) + "/build/access.log");
   CHECK(g.limits.max_header_bytes == 16u * 1024);
   CHECK(g.limits.keepalive_timeout == std::chrono::seconds(60));
   REQUIRE(g.upstreams.size() == 1);

@@ -32,9 +32,6 @@ import websockets
 
 BUILD_DIR = os.environ.get("TOLLGATE_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 
-# Tests that show a gateway bug not fixed yet: skipped (with the reason printed) unless this is set.
-RUN_KNOWN_BUGS = os.environ.get("TOLLGATE_WS_KNOWN_BUGS") == "1"
-
 # Every process started, so that none outlives the test run, whatever happens.
 _started = []
 
@@ -353,6 +350,20 @@ def eventually(predicate, timeout=5.0, interval=0.05):
         time.sleep(interval)
 
 
+def tcp_queues(local_port, remote_port):
+    """(send queue, receive queue) in bytes of the loopback TCP socket from `local_port` to
+    `remote_port`, from /proc/net/tcp; None when there is none (not yet accepted, or closed)."""
+    with open("/proc/net/tcp") as f:
+        next(f)  # the column names
+        for line in f:
+            # "0100007F:1F90 0100007F:D3A2 01 00000000:00000000 ...": hexadecimal fields.
+            local, remote, _, queues = line.split()[1:5]
+            if (int(local.split(":")[1], 16), int(remote.split(":")[1], 16)) == (local_port, remote_port):
+                send, receive = queues.split(":")
+                return int(send, 16), int(receive, 16)
+    return None
+
+
 def free_port():
     """A loopback port nothing listens on (bound by the kernel's choice, then closed)."""
     with socket.socket() as s:
@@ -581,12 +592,31 @@ class RawWs:
             pass
         return messages, code, self.buffer
 
+    def gateway_queues(self):
+        """(send queue, receive queue) of the gateway's end of this connection (tcp_queues)."""
+        mine = self.writer.get_extra_info("sockname")[1]
+        gateway = self.writer.get_extra_info("peername")[1]
+        return tcp_queues(gateway, mine)
+
     async def push_until_blocked(self, count=200, size=100000):
-        """Stops reading and asks the echo for `count` x `size` bytes: the gateway's writes to
-        this client block (it should have been opened with a small rcvbuf)."""
+        """Stops reading and asks the echo for `count` x `size` bytes, and returns once the
+        gateway's writes to this client block: its end of the connection holds bytes it cannot
+        send, at two looks 50 ms apart (on loopback, sent is delivered while there is room).
+        The connection should have been opened with a small rcvbuf."""
         self.writer.transport.pause_reading()
         await self.send(self.frame(0x1, f"send:{count}:{size}".encode()))
-        await asyncio.sleep(1.0)
+        blocked = lambda: (self.gateway_queues() or (0, 0))[0] > 0
+        looks = 0
+        deadline = time.monotonic() + 5
+        while looks < 2:
+            assert time.monotonic() < deadline, "the gateway's writes to this client never blocked"
+            looks = looks + 1 if blocked() else 0
+            await asyncio.sleep(0.05)
+
+    async def read_by_gateway(self, timeout=5.0):
+        """Whether the gateway reads all that this client sent within `timeout` (its end of the
+        connection holds no unread bytes)."""
+        return await wait_until(lambda: (self.gateway_queues() or (0, 1))[1] == 0, timeout)
 
     def abort(self):
         self.writer.transport.abort()
@@ -609,16 +639,6 @@ def make_certificate(directory):
 
 
 # --- test cases ------------------------------------------------------------------------------
-
-def known_gateway_bug(description):
-    """Marks a test that shows a gateway bug not fixed yet: skipped with `description` unless
-    TOLLGATE_WS_KNOWN_BUGS=1 (so CI stays green and the bug stays visible)."""
-    def wrap(f):
-        if RUN_KNOWN_BUGS:
-            return f
-        return unittest.skip("GATEWAY BUG (set TOLLGATE_WS_KNOWN_BUGS=1 to run): " + description)(f)
-    return wrap
-
 
 def bounded(seconds):
     """Sets a test's own time bound (the default is 15 s)."""

@@ -55,13 +55,14 @@ categories:
 class ScriptedUpstream(socketserver.ThreadingTCPServer):
     """Reads one request head per connection and answers by path: /ws/scripted/h2c switches
     to another protocol, /ws/scripted/vanish accepts the WebSocket and closes the TCP
-    connection at once."""
+    connection once the test sets `vanish` (the tunnel is open)."""
 
     daemon_threads = True
     allow_reuse_address = True
 
     def __init__(self):
         self.recorded = []  # request heads of /ws/scripted/record
+        self.vanish = threading.Event()  # /ws/scripted/vanish closes once it is set
         super().__init__(("127.0.0.1", 0), self.Handler)
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
         self.thread.start()
@@ -89,7 +90,12 @@ class ScriptedUpstream(socketserver.ThreadingTCPServer):
                     key = value.strip()
             if target.startswith("/ws/scripted/h2c"):
                 s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
-                time.sleep(0.5)
+                # Open until the gateway, which cannot use the answer, closes its side.
+                try:
+                    while s.recv(4096):
+                        pass
+                except OSError:
+                    pass
             elif target.startswith("/ws/scripted/record"):
                 # Keeps the head for the test; accepts, then waits for the close frame (masked,
                 # as the gateway relays the client's) and answers it.
@@ -117,7 +123,7 @@ class ScriptedUpstream(socketserver.ThreadingTCPServer):
                 s.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                            "Connection: Upgrade\r\nSec-WebSocket-Accept: " + h.accept_of(key) +
                            "\r\n\r\n").encode())
-                time.sleep(0.2)
+                self.server.vanish.wait(5)
             s.close()
 
 
@@ -438,9 +444,13 @@ class Edges(h.GatewayCase):
 
     async def test_upstream_vanishing_after_the_101_ends_the_client_connection(self):
         m0 = self.gw.metrics()
+        self.scripted.vanish.clear()
         start = time.monotonic()
         ws = await self.connect("/ws/scripted/vanish")
         try:
+            # The upstream goes once the gateway relays the tunnel.
+            self.assertEqual(await h.open_tunnels(self.gw, "websocket", 1), 1)
+            self.scripted.vanish.set()
             code, _, _ = await h.closed_with(ws, timeout=8)
         finally:
             ws.transport.abort()
@@ -482,7 +492,8 @@ class HttpTimeoutsAndDefaults(h.GatewayCase):
         # An upgrade on the default route: category general, default options (idle 60 s).
         async with h.connect(self.gw, "/anything") as ws:
             self.assertEqual(await h.open_tunnels(self.gw, "general", 1), 1)
-            await asyncio.sleep(2.5)  # past header, body, keep-alive and upstream timeouts
+            # Time is the condition: quiet past header, body, keep-alive and upstream timeouts.
+            await asyncio.sleep(2.5)
             await ws.send("after a quiet while")
             self.assertEqual(await asyncio.wait_for(ws.recv(), 3), "after a quiet while")
             data = os.urandom(900 * 1024)  # under the default max_message_size of 1 MiB

@@ -134,6 +134,7 @@ class Hostile(h.GatewayCase):
             for payload in (b"dribble", os.urandom(300), os.urandom(70000)):
                 frame = F(BINARY, payload)
                 size = len(frame) - len(payload)  # 6, 8 or 14 header bytes
+                # Pacing: the client's own rate, so that the pieces come in reads of their own.
                 for i in range(size):
                     await raw.send(frame[i:i + 1])
                     await asyncio.sleep(0.01)
@@ -141,12 +142,12 @@ class Hostile(h.GatewayCase):
                 cut = [size, size + 1, size + len(payload) // 3, len(frame)]
                 for a, b in zip(cut, cut[1:]):
                     await raw.send(frame[a:b])
-                    await asyncio.sleep(0.01)
+                    await asyncio.sleep(0.01)  # pacing, as above
                 self.assertEqual(await raw.read_message(), (BINARY, payload))
             # Two frames and a half in one write, the rest later.
             data = F(TEXT, b"one") + F(TEXT, b"two") + F(TEXT, b"three")
             await raw.send(data[:-4])
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # pacing, as above
             await raw.send(data[-4:])
             for word in (b"one", b"two", b"three"):
                 self.assertEqual(await raw.read_frame(), (TEXT, word))
@@ -176,7 +177,7 @@ class Hostile(h.GatewayCase):
             frame = F(CLOSE, struct.pack(">H", 1003) + b"dribbled")
             for i in range(len(frame)):
                 await raw.send(frame[i:i + 1])
-                await asyncio.sleep(0.005)
+                await asyncio.sleep(0.005)  # pacing: one byte a read
             self.assertEqual(await raw.close_code(), 1003)
             self.assertTrue(await raw.eof())
         finally:

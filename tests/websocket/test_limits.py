@@ -128,7 +128,7 @@ class Limits(h.GatewayCase):
                 await ws.send(f"burst {i}")
                 self.assertEqual(await ws.recv(), f"burst {i}")
             for i in range(5):
-                await asyncio.sleep(0.25)
+                await asyncio.sleep(0.25)  # pacing: the client's own rate, under the refill
                 await ws.send(f"paced {i}")
                 self.assertEqual(await ws.recv(), f"paced {i}")
 
@@ -145,7 +145,8 @@ class Limits(h.GatewayCase):
             with self.assertRaises(TimeoutError):
                 await asyncio.wait_for(ws.recv(), 0.3)
             self.assertTrue(ws.open)
-            await asyncio.sleep(0.25)  # with the 0.3 s above, two messages' worth refilled
+            # Time is the condition: with the 0.3 s above, two messages' worth refilled.
+            await asyncio.sleep(0.25)
             await ws.send("later")
             self.assertEqual(await asyncio.wait_for(ws.recv(), 3), "later")
             await ws.send("later 2")
@@ -182,7 +183,7 @@ class Limits(h.GatewayCase):
             await ws.send(b"dropped too")
             received = [await asyncio.wait_for(ws.recv(), 3) for _ in range(5)]
             self.assertEqual(received, [f"m{i}" for i in range(5)])
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # time is the condition: the bucket refills at its rate
             await ws.send(iter(["passes ", "in ", "fragments"]))
             self.assertEqual(await asyncio.wait_for(ws.recv(), 3), "passes in fragments")
         self.assertEqual(ws.close_code, 1000)
@@ -268,7 +269,7 @@ class Limits(h.GatewayCase):
                 except websockets.InvalidStatusCode as e:
                     self.assertEqual(e.status_code, 429)
                     self.assertLess(time.monotonic(), deadline, "places not released within 3 s")
-                    await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.05)  # the poll's interval: retried until a place is free
             for i, ws in enumerate(fresh):
                 await ws.send(f"f{i}")
                 self.assertEqual(await ws.recv(), f"f{i}")
@@ -314,7 +315,7 @@ class Limits(h.GatewayCase):
                        f"Sec-WebSocket-Version: 13\r\nX-Forwarded-For: {address}\r\n\r\n").encode())
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
             if i % 3 == 1:
-                await asyncio.sleep(0.002)
+                await asyncio.sleep(0.002)  # pacing: some resets come a moment after the head
             s.close()
         self.assertTrue(await h.wait_until(lambda: self.echo.stats()["ws_open"] == 0),
                         "upstream sides of abandoned upgrades stayed open")
@@ -344,7 +345,7 @@ class Limits(h.GatewayCase):
                     await ws.send(f"t{i}")
                     self.assertEqual(await asyncio.wait_for(ws.recv(), 3), f"t{i}")
                     i += 1
-                    await asyncio.sleep(0.2)
+                    await asyncio.sleep(0.2)  # pacing: traffic at 5/s until the lifetime ends
             except websockets.ConnectionClosed as e:
                 self.assertIsNotNone(e.rcvd, "no close frame")
                 self.assertEqual(e.rcvd.code, 1001)
@@ -361,7 +362,7 @@ class Limits(h.GatewayCase):
             async def pinger():
                 while time.monotonic() - start < 2.5:
                     await asyncio.wait_for(await busy.ping(), 2)
-                    await asyncio.sleep(0.3)
+                    await asyncio.sleep(0.3)  # pacing: a ping every 0.3 s, within idle_timeout
             pinging = asyncio.create_task(pinger())
             code, _, _ = await h.closed_with(idle, timeout=4)
             idle_elapsed = time.monotonic() - start
@@ -389,7 +390,7 @@ class Limits(h.GatewayCase):
         try:
             self.assertEqual(raw.status, 101)
             start = time.monotonic()
-            await raw.push_until_blocked()  # 1 s of it
+            await raw.push_until_blocked()
             gone = await h.wait_until(
                 lambda: self.gw.metrics().get("tollgate_websocket_connections", category="ws_idle") == 0,
                 timeout=3)

@@ -232,7 +232,7 @@ class Relay(h.GatewayCase):
             await raw.push_until_blocked()
             # Over max_message_size while the push waits for this client: the gateway closes.
             await raw.send(h.RawWs.frame(0x2, os.urandom(100 * 1024 + 1)))
-            await asyncio.sleep(0.3)
+            self.assertTrue(await raw.read_by_gateway(), "the gateway did not read the frame")
             raw.writer.transport.resume_reading()
             messages, code, leftover = await raw.read_until_close()
             expected = h.pattern(100000)

@@ -89,6 +89,7 @@ class Signals(h.Case):
             self.assertEqual(raw.status, 101)
             gw.process.signal(signal.SIGTERM)
             self.assertEqual(await raw.read_frame(), (0x8, struct.pack(">H", 1001)))
+            # A time on purpose: that the process has not exited can only be seen over a while.
             await asyncio.sleep(1.5)
             self.assertIsNone(gw.process.p.poll(), "exited without waiting for the close reply")
             await raw.send(h.RawWs.frame(0x8, struct.pack(">H", 1001)))
@@ -110,7 +111,8 @@ class Signals(h.Case):
             self.assertEqual(raw.status, 101)
             await raw.push_until_blocked()
             gw.process.signal(signal.SIGTERM)
-            await asyncio.sleep(0.3)
+            # The drain has begun (the tunnels are told to close) while the push is blocked.
+            await asyncio.to_thread(gw.process.wait_for_line, "closing the listeners")
             raw.writer.transport.resume_reading()
             messages, code, leftover = await raw.read_until_close()
             expected = h.pattern(100000)
@@ -148,7 +150,7 @@ class Signals(h.Case):
                 await newest.send(f"newest {i}")
             code, _, _ = await h.closed_with(newest)
             self.assertEqual(code, 1008)
-            await asyncio.sleep(1.0)  # `new` refills 5 messages' worth (it spent 15 of 20)
+            await asyncio.sleep(1.0)  # time is the condition: `new` refills 5 messages' worth
             for i in range(8):
                 await new.send(f"again {i}")
             for i in range(8):
