@@ -26,9 +26,9 @@
 
 #include "gateway/core/text.hpp"
 #include "gateway/net/heads.hpp"
+#include "gateway/net/messages.hpp"
 #include "gateway/net/scratch.hpp"
 #include "gateway/net/stream_io.hpp"
-#include "gateway/net/messages.hpp"
 
 namespace {
 
