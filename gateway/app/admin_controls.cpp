@@ -123,17 +123,17 @@ admin_api::reply admin_api::ban(const request& r, std::string_view target) const
     return problem(400, error);
   }
   const core::nanos now = c_.clock.now();
-  const pow::manual_ban b{*block, now, now + order->duration, order->reason};
+  const bans::manual_ban b{*block, now, now + order->duration, order->reason};
   const auto placed = c_.pow.manual_bans().place(b, now);
   const std::string name = block->to_string();
   const std::string details = seconds_field("duration", order->duration) +
                               (order->reason.empty() ? "" : " " + reason_field(order->reason));
-  if (placed == pow::manual_bans::placed::full) {
+  if (placed == bans::manual_bans::placed::full) {
     admin::audit(r, "ban", name, details, 409);
-    return problem(409, std::to_string(pow::manual_bans::capacity) +
+    return problem(409, std::to_string(bans::manual_bans::capacity) +
                             " manual bans are in force: lift some first");
   }
-  const unsigned status = placed == pow::manual_bans::placed::added ? 201 : 200;
+  const unsigned status = placed == bans::manual_bans::placed::added ? 201 : 200;
   admin::audit(r, "ban", name, details, status);
   return answer(status, json::object{{"address", name},
                                      {"kind", "manual"},

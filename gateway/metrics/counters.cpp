@@ -4,13 +4,6 @@
 
 namespace tollgate::metrics {
 
-std::string_view decision_name(decision d) noexcept {
-  constexpr std::string_view names[decision_count] = {"allowed",    "limited", "challenged",
-                                                      "pow_passed", "banned",  "shadow_limited",
-                                                      "error",      "denied"};
-  return names[static_cast<std::size_t>(d)];
-}
-
 std::string_view upstream_error_name(upstream_error e) noexcept {
   constexpr std::string_view names[upstream_error_count] = {"connect", "timeout", "reset"};
   return names[static_cast<std::size_t>(e)];

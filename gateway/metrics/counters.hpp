@@ -12,30 +12,15 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/core/outcome.hpp"
 #include "gateway/core/proof_failure.hpp"
 
 namespace tollgate::metrics {
-
-/// How a request ended (label `decision` of tollgate_requests_total); the first six in the
-/// order of policy::outcome.
-enum class decision : std::uint8_t {
-  allowed,
-  limited,
-  challenged,
-  pow_passed,
-  banned,
-  shadow_limited,
-  error,
-  denied  ///< on the access deny list (403)
-};
-inline constexpr std::size_t decision_count = 8;
 
 /// Label `mode` of tollgate_rate_limited_total: an enforced rejection, or one a shadowed limit
 /// would have made (DESIGN §12).
 enum class limit_mode : std::uint8_t { enforce, shadow };
 inline constexpr std::array<std::string_view, 2> limit_mode_names = {"enforce", "shadow"};
-/// Label values of `decision`.
-std::string_view decision_name(decision d) noexcept;
 
 /// Why an upstream exchange failed (label `kind` of tollgate_upstream_errors_total).
 enum class upstream_error : std::uint8_t { connect, timeout, reset };
@@ -166,7 +151,8 @@ struct histogram {
 
 /// One worker's counters.
 struct worker_counters {
-  std::array<std::array<counter, decision_count>, max_names> requests;  ///< [category][decision]
+  std::array<std::array<counter, core::outcome_count>, max_names>
+      requests;  ///< [category][outcome]
   /// [category][limit name][tier][mode] rejections by the binding limit
   std::array<std::array<std::array<std::array<counter, 2>, 2>, max_limit_names>, max_names>
       rate_limited;

@@ -147,8 +147,10 @@ void add_configured(label_sets& l, const registry& r, const scrape_values& value
 
 /// The axes of names fixed in counters.hpp.
 void add_fixed(label_sets& l) {
-  l[axis::decision] = every("decision", decision_count,
-                            [](std::size_t d) { return decision_name(static_cast<decision>(d)); });
+  // The label keeps its name: `decision`, the outcome of the request.
+  l[axis::decision] = every("decision", core::outcome_count, [](std::size_t d) {
+    return core::outcome_name(static_cast<core::outcome>(d));
+  });
   l[axis::code_class] = every("code_class", code_class_names);
   l[axis::upstream_error] = every("kind", upstream_error_count, [](std::size_t k) {
     return upstream_error_name(static_cast<upstream_error>(k));

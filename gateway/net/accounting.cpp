@@ -88,8 +88,6 @@ void apply_effects(worker& w, const request_in_hand& r) {
   if (!fx.counted) return;  // refused before a route: not counted by category
   const auto& snap = *r.snap;
   const std::size_t c = snap.metric_of(a.category());
-  static_assert(static_cast<int>(metrics::decision::denied) ==
-                static_cast<int>(core::outcome::denied));
   w.counters.requests[c][static_cast<std::size_t>(fx.outcome)].add();
   if (fx.gate.verification) {
     w.counters.pow_verifications[static_cast<std::size_t>(*fx.gate.verification)].add();

@@ -16,7 +16,7 @@
 #include "gateway/core/text.hpp"
 #include "gateway/limit/address.hpp"
 #include "gateway/pow/challenge.hpp"
-#include "gateway/pow/manual_bans.hpp"
+#include "gateway/bans/manual_bans.hpp"
 #include "gateway/pow/replay_cache.hpp"
 #include "gateway/pow/violations.hpp"
 
@@ -82,8 +82,8 @@ class pow_state {
   pow::violation_tables& violations() noexcept { return violations_; }
   const pow::violation_tables& violations() const noexcept { return violations_; }
   /// Bans placed by an operator (admin API), beside the automatic ones.
-  pow::manual_bans& manual_bans() noexcept { return manual_bans_; }
-  const pow::manual_bans& manual_bans() const noexcept { return manual_bans_; }
+  bans::manual_bans& manual_bans() noexcept { return manual_bans_; }
+  const bans::manual_bans& manual_bans() const noexcept { return manual_bans_; }
   /// The end of the latest ban, automatic or manual, on `who` in force at `now`.
   std::optional<std::int64_t> banned_until(const client_subjects& who,
                                            std::int64_t now) const noexcept;
@@ -100,7 +100,7 @@ class pow_state {
   pow::challenger challenger_;
   pow::replay_cache replays_;
   pow::violation_tables violations_;
-  pow::manual_bans manual_bans_;
+  bans::manual_bans manual_bans_;
   std::int64_t ttl_;
   double hash_rate_;                     ///< pow.solver_hash_rate
   std::mutex slots_mutex_;               ///< guards slot_names_

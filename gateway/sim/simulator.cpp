@@ -51,7 +51,7 @@ std::string_view logged_header(const void* context, std::string_view name) {
   return {};
 }
 
-/// The table sizes the gateway's store has under `c` (gateway/app/main.cpp: make_store).
+/// The table sizes the gateway's store has under `c` (gateway/app/store_setup.cpp).
 limit::store_capacity capacity_of(const config::store_config& c) {
   const auto& cap = c.capacity;
   return {cap[0], cap[1], cap[2], cap[3], cap[4]};

@@ -125,10 +125,10 @@ categories:
     std::filesystem::remove_all(dir);
   }
   /// tollgate_requests_total{decision} summed over the worker.
-  std::uint64_t requests(metrics::decision d) {
+  std::uint64_t requests(core::outcome o) {
     std::uint64_t n = 0;
     for (const auto* c : server->counters())
-      n += c->requests[0][static_cast<std::size_t>(d)].value();
+      n += c->requests[0][static_cast<std::size_t>(o)].value();
     return n;
   }
 
@@ -191,7 +191,7 @@ TEST_CASE("a session awaits a store that answers later, and its worker serves ot
   CHECK(rejected.header("retry-after") != "");
   CHECK(rejected.body.find(R"("code":"rate_limit_exceeded")") != std::string::npos);
   CHECK(echo.requests() == 2);
-  CHECK(g.requests(metrics::decision::limited) == 1);
+  CHECK(g.requests(core::outcome::limited) == 1);
 }
 
 TEST_CASE("a store that fails to decide gets 503, and the connection's next request is served",
@@ -210,5 +210,5 @@ TEST_CASE("a store that fails to decide gets 503, and the connection's next requ
   CHECK(answers[0].header("content-type") == "application/problem+json");
   CHECK(answers[1].status == 200);
   CHECK(echo.requests() == 1);
-  CHECK(g.requests(metrics::decision::error) == 1);
+  CHECK(g.requests(core::outcome::error) == 1);
 }

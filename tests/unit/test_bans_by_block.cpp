@@ -8,7 +8,7 @@
 
 #include "gateway/core/key_block.hpp"
 #include "gateway/limit/address.hpp"
-#include "gateway/pow/manual_bans.hpp"
+#include "gateway/bans/manual_bans.hpp"
 #include "gateway/pow/violations.hpp"
 
 using namespace tollgate;
@@ -80,13 +80,13 @@ TEST_CASE("a block overlaps the keys inside it and the keys that hold it", "[ban
 }
 
 TEST_CASE("manual bans cover the addresses inside their blocks until they end", "[bans]") {
-  pow::manual_bans bans;
+  bans::manual_bans bans;
   CHECK_FALSE(bans.banned_until(individual("198.51.100.7"), 0));
   CHECK(bans.place({block("198.51.100.0/24"), 0, 100 * s, "scraper"}, 0) ==
-        pow::manual_bans::placed::added);
-  CHECK(bans.place({block("203.0.113.9"), 0, 50 * s, ""}, 0) == pow::manual_bans::placed::added);
+        bans::manual_bans::placed::added);
+  CHECK(bans.place({block("203.0.113.9"), 0, 50 * s, ""}, 0) == bans::manual_bans::placed::added);
   CHECK(bans.place({block("2001:db8:1::/48"), 0, 70 * s, ""}, 0) ==
-        pow::manual_bans::placed::added);
+        bans::manual_bans::placed::added);
 
   CHECK(bans.banned_until(individual("198.51.100.7"), 10 * s) == 100 * s);
   CHECK(bans.banned_until(individual("198.51.100.255"), 10 * s) == 100 * s);
@@ -98,13 +98,13 @@ TEST_CASE("manual bans cover the addresses inside their blocks until they end", 
   CHECK_FALSE(bans.banned_until(individual("2001:db8:2::5"), 10 * s));
 
   // A narrower ban inside a wider one: the later end answers.
-  CHECK(bans.place({block("198.51.100.7"), 0, 300 * s, ""}, 0) == pow::manual_bans::placed::added);
+  CHECK(bans.place({block("198.51.100.7"), 0, 300 * s, ""}, 0) == bans::manual_bans::placed::added);
   CHECK(bans.banned_until(individual("198.51.100.7"), 10 * s) == 300 * s);
   CHECK(bans.banned_until(individual("198.51.100.8"), 10 * s) == 100 * s);
 
   // Placing again replaces; ends expire; lifting is by exact block.
   CHECK(bans.place({block("198.51.100.0/24"), 20 * s, 40 * s, ""}, 20 * s) ==
-        pow::manual_bans::placed::replaced);
+        bans::manual_bans::placed::replaced);
   CHECK(bans.banned_until(individual("198.51.100.8"), 39 * s) == 40 * s);
   CHECK_FALSE(bans.banned_until(individual("198.51.100.8"), 40 * s));
   CHECK(bans.list(45 * s).size() == 3);  // 203.0.113.9/32 until 50 s, the /48, the /32
@@ -118,16 +118,16 @@ TEST_CASE("manual bans cover the addresses inside their blocks until they end", 
 TEST_CASE("a lifted ban ends, whichever slot it had", "[bans]") {
   // The ban sorting last in its group was still found after its lift: the search ended on the
   // slot past the group, which kept the lifted key.
-  pow::manual_bans bans;
-  CHECK(bans.place({block("10.0.0.1"), 0, 100 * s, ""}, 0) == pow::manual_bans::placed::added);
-  CHECK(bans.place({block("10.0.0.9"), 0, 100 * s, ""}, 0) == pow::manual_bans::placed::added);
+  bans::manual_bans bans;
+  CHECK(bans.place({block("10.0.0.1"), 0, 100 * s, ""}, 0) == bans::manual_bans::placed::added);
+  CHECK(bans.place({block("10.0.0.9"), 0, 100 * s, ""}, 0) == bans::manual_bans::placed::added);
   CHECK(bans.lift(block("10.0.0.9"), 1 * s));
   CHECK_FALSE(bans.banned_until(individual("10.0.0.9"), 1 * s));
   CHECK(bans.banned_until(individual("10.0.0.1"), 1 * s) == 100 * s);
   // A lift in the middle of the slots: the /24 group moves down into the lifted /32's slot,
   // and each group still finds its own bans only.
-  CHECK(bans.place({block("10.0.1.0/24"), 0, 100 * s, ""}, 0) == pow::manual_bans::placed::added);
-  CHECK(bans.place({block("10.0.0.200"), 0, 100 * s, ""}, 0) == pow::manual_bans::placed::added);
+  CHECK(bans.place({block("10.0.1.0/24"), 0, 100 * s, ""}, 0) == bans::manual_bans::placed::added);
+  CHECK(bans.place({block("10.0.0.200"), 0, 100 * s, ""}, 0) == bans::manual_bans::placed::added);
   CHECK(bans.lift(block("10.0.0.200"), 1 * s));
   CHECK_FALSE(bans.banned_until(individual("10.0.0.200"), 1 * s));
   CHECK(bans.banned_until(individual("10.0.1.200"), 1 * s) == 100 * s);
@@ -137,25 +137,25 @@ TEST_CASE("a lifted ban ends, whichever slot it had", "[bans]") {
 }
 
 TEST_CASE("manual bans are bounded", "[bans]") {
-  pow::manual_bans bans;
-  for (std::uint32_t i = 0; i < pow::manual_bans::capacity; ++i) {
+  bans::manual_bans bans;
+  for (std::uint32_t i = 0; i < bans::manual_bans::capacity; ++i) {
     const std::string a = core::address::from_v4(0x0a000000u + (i << 8)).to_string() + "/24";
-    REQUIRE(bans.place({block(a), 0, 100 * s, ""}, 0) == pow::manual_bans::placed::added);
+    REQUIRE(bans.place({block(a), 0, 100 * s, ""}, 0) == bans::manual_bans::placed::added);
   }
-  CHECK(bans.place({block("192.0.2.0/24"), 0, 100 * s, ""}, 0) == pow::manual_bans::placed::full);
+  CHECK(bans.place({block("192.0.2.0/24"), 0, 100 * s, ""}, 0) == bans::manual_bans::placed::full);
   CHECK(bans.banned_until(individual("10.3.255.9"), 0) == 100 * s);  // the 1024th /24
   // Expired bans make room.
   CHECK(bans.place({block("192.0.2.0/24"), 100 * s, 200 * s, ""}, 100 * s) ==
-        pow::manual_bans::placed::added);
+        bans::manual_bans::placed::added);
   CHECK(bans.list(100 * s).size() == 1);
 }
 
 TEST_CASE("readers see a ban either whole or not at all while it changes", "[bans]") {
   // The request path reads without a lock while the admin thread places and lifts: a reader
   // must never see a ban on an address no ban covers, nor miss one that stays.
-  pow::manual_bans bans;
+  bans::manual_bans bans;
   REQUIRE(bans.place({block("198.51.100.0/24"), 0, 1000 * s, ""}, 0) ==
-          pow::manual_bans::placed::added);
+          bans::manual_bans::placed::added);
   std::atomic<bool> stop{false};
   std::atomic<int> wrong{0};
   std::thread reader([&] {

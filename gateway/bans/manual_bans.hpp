@@ -16,7 +16,10 @@
 #include "gateway/core/key_block.hpp"
 #include "gateway/pow/lru_map.hpp"
 
-namespace tollgate::pow {
+namespace tollgate::bans {
+
+/// A client as the violation tables key it (its individual key and level).
+using pow::subject;
 
 /// One manual ban.
 struct manual_ban {
@@ -71,4 +74,4 @@ class manual_bans {
   std::atomic<std::uint32_t> count_{0};  ///< bans published: 0 spares the request path a scan
 };
 
-}  // namespace tollgate::pow
+}  // namespace tollgate::bans

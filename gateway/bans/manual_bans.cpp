@@ -1,9 +1,11 @@
-#include "gateway/pow/manual_bans.hpp"
+#include "gateway/bans/manual_bans.hpp"
 
 #include <algorithm>
 #include <tuple>
 
-namespace tollgate::pow {
+namespace tollgate::bans {
+
+using pow::subject;
 
 namespace {
 
@@ -128,4 +130,4 @@ std::optional<std::int64_t> manual_bans::banned_until(const subject& individual,
   }
 }
 
-}  // namespace tollgate::pow
+}  // namespace tollgate::bans
