@@ -6,9 +6,9 @@
 #include <atomic>
 #include <thread>
 
+#include "gateway/bans/manual_bans.hpp"
 #include "gateway/core/key_block.hpp"
 #include "gateway/limit/address.hpp"
-#include "gateway/bans/manual_bans.hpp"
 #include "gateway/pow/violations.hpp"
 
 using namespace tollgate;
