@@ -11,12 +11,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gateway/bans/manual_bans.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/core/address.hpp"
 #include "gateway/core/text.hpp"
 #include "gateway/limit/address.hpp"
 #include "gateway/pow/challenge.hpp"
-#include "gateway/bans/manual_bans.hpp"
 #include "gateway/pow/replay_cache.hpp"
 #include "gateway/pow/violations.hpp"
 
