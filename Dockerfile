@@ -1,4 +1,4 @@
-# Tollgate's container image (DESIGN.md §14): built on Debian 12 with the packages of
+# Tollgate's container image (docs/design.md §14): built on Debian 12 with the packages of
 # scripts/deps.sh, run from Debian 12 slim with only the shared libraries, as a non-root user.
 #
 #   docker build -t tollgate .          (BuildKit, the default since Docker 23: RUN --mount)

@@ -39,8 +39,8 @@ std::size_t resident_bytes() {
 struct world {
   std::unique_ptr<policy::compiled_policy> policy;
   const policy::category_limits* general = nullptr;
-  /// general's limits plus one global limit that admits everything (DESIGN §3: a global limit
-  /// must not make every worker take one shared lock per request).
+  /// general's limits plus one global limit that admits everything (docs/design.md §3: a global
+  /// limit must not make every worker take one shared lock per request).
   std::unique_ptr<policy::compiled_policy> global_policy;
   const policy::category_limits* with_global = nullptr;
   std::unique_ptr<limit::memory_store> store;
@@ -96,7 +96,8 @@ categories:
 
     const std::size_t before = resident_bytes();
     limit::store_capacity capacity;
-    // 20% headroom: shards fill unevenly, and a full shard evicts (see README).
+    // 20% headroom: shards fill unevenly, and a full shard evicts (see bench/README.md, "Sizing
+    // capacity").
     capacity.ipv4_individual = live_keys * 6 / 5;
     capacity.ipv4_network = live_keys * 6 / 5;
     capacity.ipv6_subnet = 1;

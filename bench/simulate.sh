@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Throughput of `tollgate simulate` (DESIGN §13: >= 1 million log lines a second on one core for
+# Throughput of `tollgate simulate` (docs/design.md §13: >= 1 million log lines a second on one core for
 # Tollgate's text log): writes LINES-line logs in the three formats with bench/sim_log.py (kept
 # in build/bench-sim/ for the next run), replays each RUNS times through config/gateway.yaml
 # and policies/default.yaml, and prints lines/s of each run (wall time of the whole command:

@@ -41,8 +41,8 @@ Tollgate is starting on port 8080; metrics, health and the admin API on 127.0.0.
   /usr/bin/python3 -m websockets ws://localhost:8080/ws/bus   # WebSocket: type a line, it echoes
                                                               # (Debian's python3-websockets)
   curl -s -o /dev/null 'localhost:8080/api/profiles/x?violation=rejected'   # the API flags you
-  curl -i localhost:8080/api/profiles/x                       # now 428 + a challenge; README.md
-                                                              # "Proof of work" shows the rest
+  curl -i localhost:8080/api/profiles/x                       # now 428 + a challenge; docs/pow.md
+                                                              # shows the rest
   build/tollgate simulate --config config/gateway.yaml --log build/access.log
                                  # replays build/access.log (this gateway's access log) offline
 MSG

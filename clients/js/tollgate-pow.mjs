@@ -3,7 +3,7 @@
 //   import { fetchWithPow, solutionFor, solveChallenge } from "./tollgate-pow.mjs";
 //   const response = await fetchWithPow("/api/thing");        // one retry after a 428
 //
-// The protocol (README.md, "Proof of work"): a 428 carries X-PoW-Challenge and X-PoW-Difficulty
+// The protocol (docs/pow.md, "The protocol"): a 428 carries X-PoW-Challenge and X-PoW-Difficulty
 // (and the same in its problem+json body); find a nonce of 1-64 characters of [A-Za-z0-9_-]
 // such that SHA-256(challenge ":" nonce) starts with at least `difficulty` zero bits (most
 // significant bit of the first byte first), and send the request again with

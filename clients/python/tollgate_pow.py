@@ -67,7 +67,7 @@ def _search(challenge, bits):
 def solve(challenge: str, bits: int) -> str:
     """A nonce such that SHA-256(challenge ":" nonce) has at least `bits` leading zero bits.
     ValueError for a malformed challenge or bits outside 0..64. Takes 2^bits hashes on
-    average (about a second for 20 bits here: see README.md, "How long a proof takes")."""
+    average (about a second for 20 bits here: see docs/pow.md, "How long a proof takes")."""
     return _search(challenge, bits)[0]
 
 

@@ -1,6 +1,6 @@
 #pragma once
 /// The one problem+json writer (RFC 9457) of every answer the gateway makes itself: 400, 403,
-/// 413, 428, 429, 431, 502, 503, 504. Members come in the order DESIGN §4 and §5 show.
+/// 413, 428, 429, 431, 502, 503, 504. Members come in the order docs/design.md §4 and §5 show.
 /// Used by admission and by net (502, 504).
 
 #include <cstdint>
@@ -32,11 +32,11 @@ class problem_writer {
 /// An RFC 9457 body with a `detail` (400, 413, 431, 502, 504).
 std::string problem_body(int status, std::string_view title, std::string_view detail);
 
-/// The 429 body for a rejection described by `f` (DESIGN §4).
+/// The 429 body for a rejection described by `f` (docs/design.md §4).
 void write_limited_body(std::string& out, const policy::rate_limit_fields& f);
 
 /// The 428 body and header lines (X-PoW-Challenge, X-PoW-Difficulty, X-PoW-Algorithm, each
-/// ending in CRLF) for challenge `c` (DESIGN §5).
+/// ending in CRLF) for challenge `c` (docs/design.md §5).
 void write_challenge(std::string& body, std::string& fields, const policy::challenge_values& c);
 
 /// The 403 body and Retry-After line for a client banned for `retry_after` more seconds.

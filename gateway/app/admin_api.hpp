@@ -1,7 +1,7 @@
 #pragma once
-/// The JSON admin API (DESIGN §10): bans (list, place by hand, lift), what the gateway holds on
-/// one address (violation counters, ban, limiter state), a reset of an address or a network,
-/// and the most limited clients. Every request that changes state leaves one audit line.
+/// The JSON admin API (docs/design.md §10): bans (list, place by hand, lift), what the gateway
+/// holds on one address (violation counters, ban, limiter state), a reset of an address or a
+/// network, and the most limited clients. Every request that changes state leaves one audit line.
 
 #include <boost/json/array.hpp>
 

@@ -1,5 +1,5 @@
 #pragma once
-/// What the admin listener answers (DESIGN §10): /metrics (the exposition of the workers'
+/// What the admin listener answers (docs/design.md §10): /metrics (the exposition of the workers'
 /// counters and of what is read at scrape time), /readyz (draining, the store's state) and the
 /// admin API, each a named function of the running process's parts.
 

@@ -1,4 +1,4 @@
-// tollgate: the command line of DESIGN §2. Serving is gateway/app/serve.cpp.
+// tollgate: the command line of docs/design.md §2. Serving is gateway/app/serve.cpp.
 
 #include <algorithm>
 #include <cstdio>
@@ -25,14 +25,15 @@ using namespace tollgate;
 constexpr std::string_view version = "0.1.0";
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: tollgate [--config FILE]      run (default FILE: config/gateway.yaml)\n"
-               "       tollgate --check-config FILE  validate, print errors with file:line\n"
-               "       tollgate --version\n"
-               "       tollgate pow solve CHALLENGE BITS  print a nonce for a challenge\n"
-               "       tollgate simulate --config FILE --log LOG [--log LOG ...]\n"
-               "                [--compare OTHER_FILE] [--json] [--top N]\n"
-               "                                     replay a request log offline (DESIGN §13)\n");
+  std::fprintf(
+      stderr,
+      "usage: tollgate [--config FILE]      run (default FILE: config/gateway.yaml)\n"
+      "       tollgate --check-config FILE  validate, print errors with file:line\n"
+      "       tollgate --version\n"
+      "       tollgate pow solve CHALLENGE BITS  print a nonce for a challenge\n"
+      "       tollgate simulate --config FILE --log LOG [--log LOG ...]\n"
+      "                [--compare OTHER_FILE] [--json] [--top N]\n"
+      "                                     replay a request log offline (docs/design.md §13)\n");
   return 2;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-/// A configuration reload (SIGHUP, DESIGN §2): the files read off the control thread, then put
-/// in force for requests that start afterwards, or logged and counted when they cannot be.
+/// A configuration reload (SIGHUP, docs/design.md §2): the files read off the control thread, then
+/// put in force for requests that start afterwards, or logged and counted when they cannot be.
 
 #include <memory>
 #include <optional>

@@ -1,6 +1,6 @@
 #pragma once
-/// `tollgate [--config FILE]`: the running gateway (DESIGN §2): start-up in order, the workers
-/// and the admin listener, signals (SIGHUP reloads, SIGUSR1 reopens the access log, SIGTERM
+/// `tollgate [--config FILE]`: the running gateway (docs/design.md §2): start-up in order, the
+/// workers and the admin listener, signals (SIGHUP reloads, SIGUSR1 reopens the access log, SIGTERM
 /// and SIGINT drain), until the workers have stopped.
 
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-/// `tollgate simulate`: the offline policy simulator of DESIGN §13 (gateway/sim/).
+/// `tollgate simulate`: the offline policy simulator of docs/design.md §13 (gateway/sim/).
 
 namespace tollgate::app {
 

@@ -1,6 +1,6 @@
 #pragma once
-/// The limiter store a gateway file asks for (DESIGN §11): the in-process store, or Redis over
-/// it; what it needs at start; and the key that hashes limit key values.
+/// The limiter store a gateway file asks for (docs/design.md §11): the in-process store, or Redis
+/// over it; what it needs at start; and the key that hashes limit key values.
 
 #include <cstdint>
 #include <memory>

@@ -1,6 +1,6 @@
 #pragma once
-/// Bans an operator places through the admin API (DESIGN §10): an address or a whole network
-/// for a given time, in every category, beside the automatic bans of violation_tables. A
+/// Bans an operator places through the admin API (docs/design.md §10): an address or a whole
+/// network for a given time, in every category, beside the automatic bans of violation_tables. A
 /// bounded set of blocks; every request asks whether its client is inside one of them, so the
 /// lookup takes no lock: readers follow a sequence counter (a seqlock) that only the admin
 /// thread writes, and pay one load when there are no manual bans at all.

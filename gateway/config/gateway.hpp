@@ -1,6 +1,6 @@
 #pragma once
-/// The gateway file (config/gateway.yaml, DESIGN §9): listeners, upstreams, routes, secrets,
-/// store and logging, plus the policy files it names, read into plain immutable structs.
+/// The gateway file (config/gateway.yaml, docs/design.md §9): listeners, upstreams, routes,
+/// secrets, store and logging, plus the policy files it names, read into plain immutable structs.
 
 #include <cstdint>
 #include <optional>
@@ -109,7 +109,7 @@ struct route_config {
   int line = 0;            ///< where it was written
 };
 
-/// The page a browser gets with a 428 (DESIGN §5 "Browsers"): the built-in one, or an
+/// The page a browser gets with a 428 (docs/design.md §5 "Browsers"): the built-in one, or an
 /// operator's template, with the operator's title and text.
 struct pow_page_config {
   std::string template_path;  ///< resolved against the gateway file; "" : the built-in page
@@ -174,7 +174,7 @@ struct logging_config {
   bool access_log_on() const noexcept { return access_log != destination::off; }
 };
 
-/// Addresses let through or turned away before anything else (DESIGN §9), by the client
+/// Addresses let through or turned away before anything else (docs/design.md §9), by the client
 /// address the request is charged to.
 struct access_config {
   std::vector<core::cidr> allow;  ///< never limited, challenged or banned; still counted

@@ -397,7 +397,8 @@ policy_config finish(loader& ld) {
                   "unknown violation reason '" + r.reason + "' (define it under violations)");
     }
   }
-  // A failed proof always raises pow_failed (DESIGN §5); by default on the network level only.
+  // A failed proof always raises pow_failed (docs/design.md §5); by default on the network level
+  // only.
   if (!ld.violation_files.contains("pow_failed")) {
     ld.policy.violations.push_back({"pow_failed", false, true, std::nullopt});
   }

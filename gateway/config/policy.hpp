@@ -1,5 +1,5 @@
 #pragma once
-/// Policy files (policies/*.yaml, DESIGN §9): categories, their limits, PoW settings and
+/// Policy files (policies/*.yaml, docs/design.md §9): categories, their limits, PoW settings and
 /// violation reasons, read into plain immutable structs.
 
 #include <array>
@@ -28,11 +28,11 @@ struct limit_config {
   core::level address_level = core::level::ipv4_individual;  ///< key address: which level
   std::string key_name;                 ///< header, query parameter or cookie name
   std::optional<tier_config> tiers[2];  ///< indexed by core::tier
-  bool shadow = false;                  ///< evaluated but not enforced (DESIGN §12)
+  bool shadow = false;                  ///< evaluated but not enforced (docs/design.md §12)
   int line = 0;                         ///< where it was written
 };
 
-/// Proof-of-work settings of a category (DESIGN §5).
+/// Proof-of-work settings of a category (docs/design.md §5).
 struct pow_config {
   bool enabled = false;              ///< require proofs from clients with violations
   std::uint32_t base_bits = 16;      ///< difficulty at one violation
@@ -47,11 +47,11 @@ enum class message_cost { per_message, per_kib };
 /// What happens to a message over the limit.
 enum class excess_action { close, drop };
 
-/// WebSocket options of a category (DESIGN §6).
+/// WebSocket options of a category (docs/design.md §6).
 struct websocket_config {
   std::uint64_t max_message_size = 1 << 20;  ///< larger: close 1009
   /// Per-connection message limit: every tunnel is metered, so a category without its own
-  /// gets 50/s, burst 100 (DESIGN §6).
+  /// gets 50/s, burst 100 (docs/design.md §6).
   std::optional<tier_config> messages = tier_config{core::rate{50, core::ns_per_s}, 100};
   message_cost cost = message_cost::per_message;           ///< how messages are charged
   excess_action on_excess = excess_action::close;          ///< close 1008 or drop
@@ -61,8 +61,8 @@ struct websocket_config {
 };
 
 /// A category: what each of its requests costs and what limits it.
-/// CORS for scripts on other origins (DESIGN §5, issue 13): with it the gateway owns CORS for
-/// the category: it answers preflights itself and labels every answer to an allowed origin.
+/// CORS for scripts on other origins (docs/design.md §5, issue 13): with it the gateway owns CORS
+/// for the category: it answers preflights itself and labels every answer to an allowed origin.
 struct cors_config {
   std::vector<std::string> allow_origins;  ///< exact origins (`https://app.example.org`) or "*"
   bool allow_credentials = false;          ///< Access-Control-Allow-Credentials: true
@@ -108,7 +108,7 @@ struct violation_config {
   std::optional<ban_config> ban;  ///< bans after a threshold
 };
 
-/// Violation counter settings (DESIGN §5).
+/// Violation counter settings (docs/design.md §5).
 struct pow_counters_config {
   std::uint32_t max_counter = 10;                         ///< counters saturate here
   core::duration decay_interval = std::chrono::hours(1);  ///< one down per interval
@@ -116,7 +116,7 @@ struct pow_counters_config {
   std::uint32_t max_network_entries = 10'000;             ///< LRU bound
   /// Distinct individual addresses of a network whose violations within one decay interval
   /// it takes before the network counter rises: one address alone never raises its
-  /// neighbours' requirement (DESIGN §5).
+  /// neighbours' requirement (docs/design.md §5).
   std::uint32_t network_min_sources = 3;
 };
 

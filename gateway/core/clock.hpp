@@ -8,7 +8,7 @@
 namespace tollgate::core {
 
 /// Nanoseconds as one integer: instants since the Unix epoch, and the arithmetic of the limiter
-/// and PoW code (GCRA state is one such integer, DESIGN §3).
+/// and PoW code (GCRA state is one such integer, docs/design.md §3).
 using nanos = std::int64_t;
 
 /// A length of time, typed: what configuration holds and timers take. Its count() is `nanos`

@@ -8,8 +8,8 @@
 
 namespace tollgate::core {
 
-/// The four address levels (DESIGN §3), in the order used to break ties between binding limits
-/// (individual/subnet before network/provider). Limits keyed on anything else are data (see
+/// The four address levels (docs/design.md §3), in the order used to break ties between binding
+/// limits (individual/subnet before network/provider). Limits keyed on anything else are data (see
 /// limit::limit_spec), not levels.
 enum class level : std::uint8_t {
   ipv4_individual,  ///< IPv4 address masked to its individual prefix (default /32)
@@ -23,8 +23,8 @@ inline constexpr std::size_t level_count = 4;
 /// The same, under the name older code uses.
 inline constexpr std::size_t address_level_count = level_count;
 
-/// Where a limit's key comes from (DESIGN §3, "keys as data"): read from configuration, used by
-/// the limiter.
+/// Where a limit's key comes from (docs/design.md §3, "keys as data"): read from configuration,
+/// used by the limiter.
 enum class key_source : std::uint8_t {
   address,  ///< the client address masked to an address level's prefix
   header,   ///< a request header's value, hashed
@@ -40,7 +40,7 @@ constexpr std::string_view source_name(key_source s) noexcept {
   return names[static_cast<std::size_t>(s)];
 }
 
-/// Prefix lengths of the four address levels (DESIGN §3 defaults): what a policy file's
+/// Prefix lengths of the four address levels (docs/design.md §3 defaults): what a policy file's
 /// `levels` sets and what the limiter and the PoW tables key addresses by.
 struct level_prefixes {
   std::uint8_t ipv4_individual = 32;  ///< 1..32

@@ -1,6 +1,6 @@
 #pragma once
-/// Why a proof of work was refused (DESIGN §5): the `reason` of a 428 and the `result` label of
-/// tollgate_pow_verifications_total, named once for both.
+/// Why a proof of work was refused (docs/design.md §5): the `reason` of a 428 and the `result`
+/// label of tollgate_pow_verifications_total, named once for both.
 
 #include <array>
 #include <cstddef>

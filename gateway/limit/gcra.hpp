@@ -1,6 +1,6 @@
 #pragma once
-/// The generic cell rate algorithm in the governor formulation (DESIGN §3): the whole state of
-/// one limit is one theoretical arrival time (`tat`), and every function takes `now`.
+/// The generic cell rate algorithm in the governor formulation (docs/design.md §3): the whole state
+/// of one limit is one theoretical arrival time (`tat`), and every function takes `now`.
 
 #include <algorithm>
 #include <cstdint>

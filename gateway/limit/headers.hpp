@@ -1,5 +1,5 @@
 #pragma once
-/// The values of the rate-limit response headers (DESIGN §4), computed from a decision.
+/// The values of the rate-limit response headers (docs/design.md §4), computed from a decision.
 
 #include <cstdint>
 #include <span>

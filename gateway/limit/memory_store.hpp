@@ -13,7 +13,7 @@
 
 namespace tollgate::limit {
 
-/// Most entries per table (DESIGN §3: each level's table has a capacity).
+/// Most entries per table (docs/design.md §3: each level's table has a capacity).
 struct store_capacity {
   std::size_t ipv4_individual = 1'000'000;  ///< /32 keys
   std::size_t ipv4_network = 250'000;       ///< /24 keys
@@ -25,16 +25,16 @@ struct store_capacity {
 /// Evaluates a request under the locks of the shards its keys live in, taken in one global
 /// order, so each decision is atomic over all its limits and no race over-admits.
 /// Limits in shadow mode are evaluated with the others; when only they reject, the enforced
-/// limits are committed and the shadowed ones are not (DESIGN §12).
+/// limits are committed and the shadowed ones are not (docs/design.md §12).
 ///
 /// A global limit is split into `slices` slices (one per worker), each with the rate / slices
-/// and a share of the burst, so that workers do not take one lock per request (DESIGN §3). A
-/// worker decides against its own slice (limit_request::home) first and, when only slices rejected,
-/// against the others in turn: the slices together never admit more than the whole limit would, and
-/// a worker may use every slice's room. A request dearer than any one slice's burst is refused
-/// although the whole might hold it (the README says so). Its headers tell the whole limit's
-/// burst and estimate its remaining from this slice.
-/// Thread safety: decide, lookup and the counters are safe from any thread.
+/// and a share of the burst, so that workers do not take one lock per request (docs/design.md §3).
+/// A worker decides against its own slice (limit_request::home) first and, when only slices
+/// rejected, against the others in turn: the slices together never admit more than the whole limit
+/// would, and a worker may use every slice's room. A request dearer than any one slice's burst is
+/// refused although the whole might hold it (docs/policies.md, "How limits behave", says so). Its
+/// headers tell the whole limit's burst and estimate its remaining from this slice. Thread safety:
+/// decide, lookup and the counters are safe from any thread.
 class memory_store {
  public:
   /// Tables of the given sizes; `seed` keys the hash (random per process in production);

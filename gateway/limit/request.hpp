@@ -32,7 +32,7 @@ struct limit_request {
   nanos now = 0;                               ///< the instant of the request
   std::uint32_t home = 0;  ///< the slice of a global limit tried first: the worker's index
   /// The client's coarse network (its address masked to the network or provider prefix):
-  /// the Redis hash tag of its address keys (DESIGN §11).
+  /// the Redis hash tag of its address keys (docs/design.md §11).
   std::uint64_t network = 0;
   std::uint8_t network_bits = 0;  ///< that prefix's length
   bool v6 = false;                ///< an IPv6 client
@@ -50,13 +50,13 @@ struct limit_outcome {
 inline constexpr std::uint8_t no_binding = 0xff;
 
 /// The answer: admitted or not, and every tier's outcome for the response headers.
-/// Limits in shadow mode (DESIGN §12) never decide `admitted`: when only they reject,
+/// Limits in shadow mode (docs/design.md §12) never decide `admitted`: when only they reject,
 /// the request is admitted with `shadow_limited`, and their state is not committed.
 struct decision {
   bool admitted = false;              ///< every enforced limit allowed; those were committed
   bool shadow_limited = false;        ///< admitted, but a shadowed limit would have rejected it
   std::uint8_t count = 0;             ///< used entries of `limits`
-  std::uint8_t binding = no_binding;  ///< the binding enforced tier (DESIGN §4)
+  std::uint8_t binding = no_binding;  ///< the binding enforced tier (docs/design.md §4)
   std::uint8_t shadow_binding = no_binding;      ///< the rejecting shadowed tier with longest wait
   std::array<limit_outcome, max_limits> limits;  ///< in request order
 };

@@ -1,6 +1,6 @@
 #pragma once
-/// A limit as data (DESIGN §3, "keys as data"): a name, where its key comes from, its tiers.
-/// The four address levels are limits like any other, keyed on the client's address.
+/// A limit as data (docs/design.md §3, "keys as data"): a name, where its key comes from, its
+/// tiers. The four address levels are limits like any other, keyed on the client's address.
 
 #include <array>
 #include <cstdint>
@@ -30,14 +30,14 @@ struct limit_spec {
   std::string key_name;                ///< header (lower case), query parameter or cookie name
   std::array<gcra_params, 2> tiers{};  ///< by tier; burst 0: tier not configured
   std::uint32_t scope = 0;             ///< scope_of(state_name): names its state in tables
-  bool shadow = false;                 ///< evaluated, never enforced (DESIGN §12)
+  bool shadow = false;                 ///< evaluated, never enforced (docs/design.md §12)
   std::uint8_t slot = 0;               ///< its index among its category's limits
 
   /// The in-process table its keys live in.
   std::uint8_t table() const noexcept {
     return source == key_source::address ? static_cast<std::uint8_t>(address_level) : keyed_table;
   }
-  /// Whether a proof of work may pay past it: address levels only (DESIGN §5).
+  /// Whether a proof of work may pay past it: address levels only (docs/design.md §5).
   bool payable() const noexcept { return source == key_source::address; }
 };
 

@@ -18,7 +18,7 @@
 namespace tollgate::metrics {
 
 /// Label `mode` of tollgate_rate_limited_total: an enforced rejection, or one a shadowed limit
-/// would have made (DESIGN §12).
+/// would have made (docs/design.md §12).
 enum class limit_mode : std::uint8_t { enforce, shadow };
 inline constexpr std::array<std::string_view, 2> limit_mode_names = {"enforce", "shadow"};
 

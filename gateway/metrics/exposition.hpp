@@ -1,5 +1,5 @@
 #pragma once
-/// Turns the workers' counters into the Prometheus text format (DESIGN §10), through
+/// Turns the workers' counters into the Prometheus text format (docs/design.md §10), through
 /// prometheus-cpp's metric families and text serializer.
 
 #include <cstdint>

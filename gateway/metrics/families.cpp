@@ -1,4 +1,4 @@
-// The metric families of the exposition (DESIGN §10), one row each, in the order written.
+// The metric families of the exposition (docs/design.md §10), one row each, in the order written.
 // A family's series are the product of its label axes (family_table.hpp); a count_of row
 // reads one worker's counter, summed over the workers.
 

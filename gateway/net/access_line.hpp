@@ -1,6 +1,6 @@
 #pragma once
-/// The access log's lines (DESIGN §9): one per request, and one when a WebSocket tunnel ends,
-/// as text or as one JSON object a line for log shippers. Formatting only: where lines go is
+/// The access log's lines (docs/design.md §9): one per request, and one when a WebSocket tunnel
+/// ends, as text or as one JSON object a line for log shippers. Formatting only: where lines go is
 /// core::log_file's business.
 
 #include <chrono>

@@ -1,7 +1,7 @@
 #pragma once
-/// The admin listener (DESIGN §10): /metrics, /healthz, /readyz and the JSON admin API under
-/// /admin/ (behind a bearer token when one is set). It runs on the control
-/// io_context of the main thread, so scrapes never compete with the workers' event loops.
+/// The admin listener (docs/design.md §10): /metrics, /healthz, /readyz and the JSON admin API
+/// under /admin/ (behind a bearer token when one is set). It runs on the control io_context of the
+/// main thread, so scrapes never compete with the workers' event loops.
 
 #include <chrono>
 #include <cstdint>

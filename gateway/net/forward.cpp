@@ -185,7 +185,7 @@ void record_response_violations(worker& w, const request_in_hand& r, const respo
   const bool by_status = std::any_of(pow.status_violations.begin(), pow.status_violations.end(),
                                      [&](const auto& v) { return v.first == status; });
   if (first == last && !by_status) return;  // the usual case: nothing to record
-  if (r.adm.exempt) return;                 // the allow list: never banned (DESIGN §9)
+  if (r.adm.exempt) return;                 // the allow list: never banned (docs/design.md §9)
   const core::nanos now = w.shared.clock.now();
   for (auto f = first; f != last; ++f) {
     const std::string_view reason = core::trim(sv(f->value()));

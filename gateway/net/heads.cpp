@@ -31,7 +31,7 @@ void append_line(std::string& out, std::string_view name, std::string_view value
 }
 
 /// Appends a request's Cookie line `value` without the gateway's proof-of-work cookie, which
-/// the gateway spends (DESIGN §5 "Browsers"): the line goes when it held nothing else.
+/// the gateway spends (docs/design.md §5 "Browsers"): the line goes when it held nothing else.
 void append_cookie(std::string& out, std::string_view value) {
   if (value.find(policy::pow_cookie) == std::string_view::npos) {
     append_line(out, "Cookie", value);
@@ -95,7 +95,7 @@ bool is_forwarding_field(std::string_view name) noexcept {
          core::iequals(name, pow_solution_field) || core::iequals(name, shadow_field);
 }
 
-/// The fields of DESIGN §4 that the gateway sets on every checked response, in the order it
+/// The fields of docs/design.md §4 that the gateway sets on every checked response, in the order it
 /// writes them; an upstream's own are dropped so that the client sees one value of each.
 constexpr std::array<std::string_view, 6> rate_limit_field_names = {
     "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",

@@ -12,14 +12,15 @@
 
 namespace tollgate::net {
 
-/// Reported by an upstream, recorded as a violation, never shown to the client (DESIGN §5).
+/// Reported by an upstream, recorded as a violation, never shown to the client (docs/design.md §5).
 inline constexpr std::string_view violation_field = "X-Tollgate-Violation";
-/// Told to the upstream: the shadowed limit that would have rejected the request (DESIGN §12).
+/// Told to the upstream: the shadowed limit that would have rejected the request (docs/design.md
+/// §12).
 inline constexpr std::string_view shadow_field = "X-Tollgate-Shadow";
-/// The proof of work a client sends (DESIGN §5); spent here, never forwarded.
+/// The proof of work a client sends (docs/design.md §5); spent here, never forwarded.
 inline constexpr std::string_view pow_solution_field = "X-PoW-Solution";
 
-/// Appends the rate-limit header lines of DESIGN §4 (nothing when the request carried no
+/// Appends the rate-limit header lines of docs/design.md §4 (nothing when the request carried no
 /// limits; Retry-After and X-RateLimit-Reason only for a rejection).
 void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields& fields);
 
@@ -33,13 +34,13 @@ struct upstream_fields {
   std::string_view proto;          ///< X-Forwarded-Proto
   std::string_view real_ip;        ///< X-Real-IP
   std::string_view host;           ///< Host, when the request has none (HTTP/1.0); else ""
-  std::string_view shadow;         ///< X-Tollgate-Shadow (DESIGN §12), or ""
+  std::string_view shadow;         ///< X-Tollgate-Shadow (docs/design.md §12), or ""
   bool upgrade = false;            ///< a WebSocket upgrade: Upgrade and Connection kept
 };
 
 /// Renders the head of `req` for the upstream into `out`, with the forwarding headers of
-/// DESIGN §7 and framing from `parser` (chunked stays chunked, a length stays a length). The
-/// proof-of-work cookie (DESIGN §5) is taken out of its Cookie lines.
+/// docs/design.md §7 and framing from `parser` (chunked stays chunked, a length stays a length).
+/// The proof-of-work cookie (docs/design.md §5) is taken out of its Cookie lines.
 void render_upstream_head(std::string& out, const request_parser& parser,
                           const upstream_fields& added);
 
@@ -54,7 +55,7 @@ struct client_head {
   unsigned version = 11;                              ///< the client speaks HTTP/1.`version % 10`
   bool keep_alive = false;                            ///< the client connection may stay open
   bool head_request = false;                          ///< the request was HEAD: no body follows
-  const policy::rate_limit_fields* fields = nullptr;  ///< the rate-limit fields (DESIGN §4)
+  const policy::rate_limit_fields* fields = nullptr;  ///< the rate-limit fields (docs/design.md §4)
   std::string_view extra;  ///< the gateway's own lines, each ending in CRLF
   bool own_cors = false;   ///< the gateway owns CORS: the upstream's Access-Control-* go
 };

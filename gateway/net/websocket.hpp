@@ -1,6 +1,6 @@
 #pragma once
-/// The WebSocket tunnel (DESIGN §6): once the upstream has answered an admitted upgrade with
-/// 101, frames are relayed both ways until either side closes. Frames from the client are
+/// The WebSocket tunnel (docs/design.md §6): once the upstream has answered an admitted upgrade
+/// with 101, frames are relayed both ways until either side closes. Frames from the client are
 /// parsed enough to enforce the category's message limits (policy/websocket.hpp) and relayed
 /// verbatim, still masked; frames from the upstream are relayed as they come, their headers
 /// read only to find where a close frame of the gateway's own may go. A relay of our own

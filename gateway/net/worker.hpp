@@ -31,7 +31,7 @@ struct shared_state {
   store::decision_store& store;          ///< the limiter store
   const core::clock& clock;              ///< time for decisions and headers
   policy::pow_state& pow;                ///< challenges, replay cache, violation counters, bans
-  policy::gate gate{pow};                ///< DESIGN §5's order, over `pow`
+  policy::gate gate{pow};                ///< docs/design.md §5's order, over `pow`
   core::log_file* access_log = nullptr;  ///< where access log lines go, when on
 };
 

@@ -1,7 +1,7 @@
 #pragma once
-/// What the gateway reads from a browser's request (DESIGN §5 "Browsers"): whether it wants a
-/// page rather than JSON, and the proof of work a page left in a cookie. No HTTP library
-/// types: values in, values out.
+/// What the gateway reads from a browser's request (docs/design.md §5 "Browsers"): whether it wants
+/// a page rather than JSON, and the proof of work a page left in a cookie. No HTTP library types:
+/// values in, values out.
 
 #include <string>
 #include <string_view>

@@ -1,7 +1,7 @@
 #pragma once
-/// The page a browser gets with a 428 (DESIGN §5 "Browsers"): a template, the built-in one or
-/// the operator's, compiled once per configuration into literal pieces and placeholders, and
-/// the Content-Security-Policy that lets exactly its own inline scripts and styles run.
+/// The page a browser gets with a 428 (docs/design.md §5 "Browsers"): a template, the built-in one
+/// or the operator's, compiled once per configuration into literal pieces and placeholders, and the
+/// Content-Security-Policy that lets exactly its own inline scripts and styles run.
 
 #include <cstdint>
 #include <string>

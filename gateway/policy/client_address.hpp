@@ -1,6 +1,6 @@
 #pragma once
-/// Which address a request is charged to (DESIGN §7): the socket peer, or, when the peer is a
-/// trusted proxy, the first untrusted hop of X-Forwarded-For read right to left.
+/// Which address a request is charged to (docs/design.md §7): the socket peer, or, when the peer is
+/// a trusted proxy, the first untrusted hop of X-Forwarded-For read right to left.
 
 #include <span>
 #include <string_view>

@@ -31,8 +31,8 @@ struct category_limits {
   std::array<std::uint8_t, 2> family_limits{};  ///< limits policy_field lists, per family
   category_pow pow;                             ///< proof of work, status violations
   bool shadow = false;                          ///< mode: shadow (every limit shadowed)
-  /// WebSocket options (DESIGN §6): the category's, or the defaults when it sets none, since
-  /// an operator may route an upgrade to any category.
+  /// WebSocket options (docs/design.md §6): the category's, or the defaults when it sets none,
+  /// since an operator may route an upgrade to any category.
   config::websocket_config websocket;
   protocol::ws::message_limits messages;  ///< `websocket`'s message limits, compiled
   std::optional<cors_rules> cors;         ///< CORS, when the gateway owns it for the category

@@ -7,7 +7,7 @@ namespace tollgate::policy {
 namespace {
 
 /// Whether only limits a proof may pay for rejected `d`: address levels, never a global or a
-/// key limit (DESIGN §3, §5). Shadowed limits reject nothing.
+/// key limit (docs/design.md §3, §5). Shadowed limits reject nothing.
 bool only_payable_rejected(const limit::limit_request& req, const limit::decision& d) noexcept {
   for (std::uint8_t i = 0; i < d.count; ++i) {
     const limit::limit_outcome& o = d.limits[i];

@@ -1,6 +1,6 @@
 #pragma once
-/// The gate: DESIGN §5's order of decisions as values. Given a request's facts it answers in
-/// two steps, before the limits (a ban, a proof the client's violations require, or "ask the
+/// The gate: docs/design.md §5's order of decisions as values. Given a request's facts it answers
+/// in two steps, before the limits (a ban, a proof the client's violations require, or "ask the
 /// store") and after the store's decision (forward, 429, 428 pay-to-pass, shadow-limited),
 /// with the effects the caller applies: a proof to spend, proof results to count, violations
 /// to record. It writes nothing: it reads the PoW state (bans, violation counters, the replay
@@ -26,7 +26,7 @@ struct gate_input {
   const client_subjects* who = nullptr;       ///< its client, as the PoW tables know it
   std::string_view solution;                  ///< its proof (`X-PoW-Solution`), or ""
   core::nanos now = 0;                        ///< the instant of the decision
-  bool exempt = false;  ///< on the access allow list: passes, nothing asked (DESIGN §9)
+  bool exempt = false;  ///< on the access allow list: passes, nothing asked (docs/design.md §9)
 };
 
 /// What the caller does besides answering.
@@ -53,7 +53,7 @@ struct gate_verdict {
   core::outcome result =
       core::outcome::allowed;  ///< the answer, once decided (a forward or a refusal the gate gives)
   bool ask_limits = false;     ///< after step 1: decide the limits, then call step 2
-  bool limits_checked = false;   ///< the answer carries the rate-limit fields (DESIGN §4)
+  bool limits_checked = false;   ///< the answer carries the rate-limit fields (docs/design.md §4)
   std::int64_t retry_after = 0;  ///< banned: seconds until the ban ends
   challenge_values challenge;    ///< challenged: the 428's values
   gate_effects effects;          ///< to apply

@@ -1,5 +1,5 @@
 #pragma once
-/// The proof-of-work side of a decision (DESIGN §5): who is banned, who must show a proof,
+/// The proof-of-work side of a decision (docs/design.md §5): who is banned, who must show a proof,
 /// whether a proof pays, what a violation does; and the values of a 428. The state
 /// (challenger, replay cache, counters, bans) lives for the process, across reloads.
 
@@ -130,7 +130,7 @@ bool claim_proof(const pow_state& s, proof& p, unsigned bits);
 /// it since it was claimed (the claim is then lost).
 bool commit_proof(pow_state& s, const proof& p, std::int64_t now);
 
-/// What a 428 tells the client (DESIGN §5); net renders the header lines and the body.
+/// What a 428 tells the client (docs/design.md §5); net renders the header lines and the body.
 struct challenge_values {
   std::string challenge;                                 ///< X-PoW-Challenge
   unsigned bits = 0;                                     ///< X-PoW-Difficulty

@@ -35,8 +35,8 @@ void describe(const limit::limit_request& req, const limit::decision& d, const c
   if (req.group_count == c.family_limits[f]) {
     out.policy = c.policy_field[f];
   } else {
-    // Some limit's key was missing, so that limit was not applied and is not listed (DESIGN §4:
-    // only the limits applied to this request).
+    // Some limit's key was missing, so that limit was not applied and is not listed (docs/design.md
+    // §4: only the limits applied to this request).
     out.policy_text.clear();
     limit::append_policy_field(out.policy_text, req);
     out.policy = out.policy_text;

@@ -1,6 +1,6 @@
 #pragma once
 /// A limit decision turned into the values the client is told: the rate-limit header values of
-/// DESIGN §4, and for a rejection what the 429 says. No HTTP library types, no wire text.
+/// docs/design.md §4, and for a rejection what the 429 says. No HTTP library types, no wire text.
 
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
-/// Stateless proof-of-work challenges (DESIGN §5): signed with HMAC-SHA-256, bound to a client
-/// and a category, expiring; and the check of a client's proof against them.
+/// Stateless proof-of-work challenges (docs/design.md §5): signed with HMAC-SHA-256, bound to a
+/// client and a category, expiring; and the check of a client's proof against them.
 
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
 /// A bounded map from a client key to a small value, split into shards with a lock each;
 /// a full shard forgets its least recently updated entry. The tables of violation counters
-/// and bans (DESIGN §5: bounded, LRU).
+/// and bans (docs/design.md §5: bounded, LRU).
 
 #include <atomic>
 #include <cstdint>

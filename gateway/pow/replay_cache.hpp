@@ -1,6 +1,6 @@
 #pragma once
-/// Proofs already spent, remembered until their challenge expires (DESIGN §5): a bounded set
-/// keyed by the challenge. When full, the oldest entries go first.
+/// Proofs already spent, remembered until their challenge expires (docs/design.md §5): a bounded
+/// set keyed by the challenge. When full, the oldest entries go first.
 
 #include <cstdint>
 #include <deque>

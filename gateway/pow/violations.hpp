@@ -1,7 +1,7 @@
 #pragma once
 /// Violation counters per individual address and per network prefix, and the bans they lead
-/// to (DESIGN §5). Counters rise by one per violation up to a maximum and fall by one per full
-/// decay interval without a new one, computed when read; tables are bounded (LRU).
+/// to (docs/design.md §5). Counters rise by one per violation up to a maximum and fall by one per
+/// full decay interval without a new one, computed when read; tables are bounded (LRU).
 
 #include <cstdint>
 #include <optional>

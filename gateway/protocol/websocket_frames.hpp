@@ -1,7 +1,7 @@
 #pragma once
 /// WebSocket frames as the gateway's relay sees them (RFC 6455 §5): their headers parsed, the
-/// client's messages judged against the category's message limits (DESIGN §6), and the close
-/// frames the gateway sends itself. Payloads are never copied or unmasked here: the relay
+/// client's messages judged against the category's message limits (docs/design.md §6), and the
+/// close frames the gateway sends itself. Payloads are never copied or unmasked here: the relay
 /// forwards frames verbatim and only needs to know where each one starts and what it is.
 /// No I/O, no Asio: the relay in net/ feeds bytes in, tests and the fuzzer feed strings.
 
@@ -122,7 +122,7 @@ class frame_splitter {
 void append_close_frame(std::string& out, std::uint16_t code, std::string_view reason,
                         const std::array<std::uint8_t, 4>* mask);
 
-/// A category's message limits, compiled (DESIGN §6).
+/// A category's message limits, compiled (docs/design.md §6).
 struct message_limits {
   std::uint64_t max_message_size = 1 << 20;  ///< larger messages close the connection (1009)
   limit::gcra_params rate;                   ///< per connection; burst 0: no message limit

@@ -1,5 +1,5 @@
 #pragma once
-/// The request logs the simulator replays (DESIGN §13), one line at a time: Tollgate's own
+/// The request logs the simulator replays (docs/design.md §13), one line at a time: Tollgate's own
 /// access log in text and in json, and nginx's `combined` format, recognised per line. Pure
 /// functions of bytes (no I/O, no clock), so they can be fuzzed: a line either becomes a
 /// log_record, or is classified as not a request, or is bad with a reason.

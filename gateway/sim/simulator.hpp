@@ -46,7 +46,7 @@ void append_limit(std::string& out, const simulated& o);
 class simulator {
  public:
   /// Compiles `c` and makes its store with the configuration's table capacities. A global
-  /// limit is one bucket here; the gateway splits it per worker (DESIGN §3).
+  /// limit is one bucket here; the gateway splits it per worker (docs/design.md §3).
   explicit simulator(config::gateway_config c);
   simulator(const simulator&) = delete;
   simulator& operator=(const simulator&) = delete;

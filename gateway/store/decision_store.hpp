@@ -1,8 +1,8 @@
 #pragma once
-/// The asynchronous decision seam (DESIGN §3, §11): the request path asks a store to decide a
-/// request's set of limits. An in-process store answers at once; a remote one (Redis) answers
+/// The asynchronous decision seam (docs/design.md §3, §11): the request path asks a store to decide
+/// a request's set of limits. An in-process store answers at once; a remote one (Redis) answers
 /// later on the caller's event loop, and the caller awaits it with async_decide. The
-/// store-neutral rules (the order of DESIGN §5, pay to pass, shadow mode) live in
+/// store-neutral rules (the order of docs/design.md §5, pay to pass, shadow mode) live in
 /// policy::gate, not here. Shape: Asio's example/cpp20/type_erasure (a virtual function taking
 /// any_completion_handler, wrapped by an async_initiate template).
 
@@ -84,7 +84,7 @@ class decision_store {
   virtual std::optional<limit_state> state_of(const limit::limit_spec& spec, std::uint64_t key) = 0;
   /// Forgets the in-process state of every address-level key overlapping `block` (keys masked
   /// to `prefixes`) in every category; returns the entries removed. A remote store forgets
-  /// its in-process fallback's, not the shared state (the README says what stays); a store
+  /// its in-process fallback's, not the shared state (docs/replicas.md says what stays); a store
   /// with no in-process state forgets nothing.
   virtual std::size_t forget(const core::key_block& block, const core::level_prefixes& prefixes) {
     (void)block;

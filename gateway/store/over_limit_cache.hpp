@@ -1,6 +1,6 @@
 #pragma once
-/// Floods stay local (DESIGN §11): a worker remembers the keys Redis last found over a limit,
-/// with the tat Redis reported, and answers their next requests 429 itself until that tat
+/// Floods stay local (docs/design.md §11): a worker remembers the keys Redis last found over a
+/// limit, with the tat Redis reported, and answers their next requests 429 itself until that tat
 /// lets one through, so an attack does not become Redis load (envoyproxy/ratelimit's local
 /// cache, with the exact GCRA instead of a window). One table per worker: no lock.
 ///

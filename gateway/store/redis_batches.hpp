@@ -1,6 +1,6 @@
 #pragma once
-/// One Redis server (DESIGN §11) for one worker: the decisions made while a call is out wait
-/// for its reply and go in the next call together, max_batch to a call. Internal to store/.
+/// One Redis server (docs/design.md §11) for one worker: the decisions made while a call is out
+/// wait for its reply and go in the next call together, max_batch to a call. Internal to store/.
 
 #include <boost/asio/io_context.hpp>
 

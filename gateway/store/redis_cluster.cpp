@@ -298,7 +298,7 @@ void cluster_router::on_refund(const redisReply* reply, failure why) {
 }
 
 /// Every part of `s` answered or failed: the decision, and refunds of what parts committed
-/// that the whole request must not keep (DESIGN §11: never over-admit).
+/// that the whole request must not keep (docs/design.md §11: never over-admit).
 void cluster_router::finish_split(split_decision& s, bool initiating) {
   const limit::limit_request& req = *s.req;
   // The request's verdict over every part; shadowed limits decide nothing.

@@ -1,7 +1,7 @@
 #pragma once
-/// Redis Cluster (DESIGN §11) for one worker: the slot map, a decision routed to the node of
-/// its slot (or split in one call per slot, with refunds of what a part committed that the
-/// whole request must not keep), and MOVED and ASK redirections. Internal to store/.
+/// Redis Cluster (docs/design.md §11) for one worker: the slot map, a decision routed to the node
+/// of its slot (or split in one call per slot, with refunds of what a part committed that the whole
+/// request must not keep), and MOVED and ASK redirections. Internal to store/.
 
 #include <chrono>
 #include <cstdint>

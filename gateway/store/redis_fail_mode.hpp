@@ -1,6 +1,6 @@
 #pragma once
-/// fail_mode (DESIGN §11): what answers a decision Redis could not make (the in-process store,
-/// admitting, or 503), the counting of why it could not, and the deadlines of decisions
+/// fail_mode (docs/design.md §11): what answers a decision Redis could not make (the in-process
+/// store, admitting, or 503), the counting of why it could not, and the deadlines of decisions
 /// waiting in a call: each answered by fail_mode when its own time runs out. Internal to
 /// store/.
 

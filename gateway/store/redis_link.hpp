@@ -1,5 +1,5 @@
 #pragma once
-/// One connection from one worker to one Redis server (DESIGN §11): pipelined (every call
+/// One connection from one worker to one Redis server (docs/design.md §11): pipelined (every call
 /// written as soon as it is made, replies matched in order), on the worker's io_context, with
 /// a deadline per call, reconnection with backoff, AUTH and SCRIPT LOAD on every connection,
 /// and optional TLS. RESP is hiredis's (its reader and formatter); the socket is Asio's.

@@ -1,6 +1,6 @@
 #pragma once
-/// The Redis servers one worker talks to (DESIGN §11): the configured server, or the Cluster
-/// primaries that slot maps and redirections name, each with its link on the worker's
+/// The Redis servers one worker talks to (docs/design.md §11): the configured server, or the
+/// Cluster primaries that slot maps and redirections name, each with its link on the worker's
 /// io_context. Internal to store/.
 
 #include <boost/asio/io_context.hpp>

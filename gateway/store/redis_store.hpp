@@ -1,6 +1,6 @@
 #pragma once
-/// The Redis store (DESIGN §11): replicas share limiter state in one Redis. Each decision is
-/// one EVALSHA of the GCRA script on the worker's own pipelined connection; a key Redis found
+/// The Redis store (docs/design.md §11): replicas share limiter state in one Redis. Each decision
+/// is one EVALSHA of the GCRA script on the worker's own pipelined connection; a key Redis found
 /// over its limit is answered from the worker's over-limit cache until its wait ends; when
 /// Redis cannot answer within `timeout`, `fail_mode` decides (local: the in-process store,
 /// open: admit without headers, closed: 503 store_unavailable), and the links reconnect by

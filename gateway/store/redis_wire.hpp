@@ -1,5 +1,5 @@
 #pragma once
-/// What the Redis store says to Redis and how it reads the answers (DESIGN §11), without a
+/// What the Redis store says to Redis and how it reads the answers (docs/design.md §11), without a
 /// socket: the GCRA script, key names, the command of one decision, the decoding of its reply,
 /// Cluster slots and redirections. RESP itself is hiredis's (formatting and reading).
 
@@ -19,7 +19,7 @@ struct redisReader;
 namespace tollgate::store::redis {
 
 /// The script that evaluates and commits every limit of one request, all-or-nothing, with
-/// the GCRA of DESIGN §3 in integer nanoseconds on Redis's clock (`TIME`): gateway/store/
+/// the GCRA of docs/design.md §3 in integer nanoseconds on Redis's clock (`TIME`): gateway/store/
 /// gcra.lua, compiled in.
 ///
 /// KEYS: one per group of the request. ARGV[1]: "" (Redis time) or a decimal nanosecond
@@ -33,11 +33,11 @@ std::string_view gcra_script() noexcept;
 /// SHA-1 of gcra_script() in lower-case hex (what EVALSHA names it by).
 const std::string& gcra_sha() noexcept;
 
-/// The refund script of Redis Cluster (DESIGN §11; gateway/store/refund.lua): gives back what a
-/// part of a decision committed when another part, in another slot, rejected the request. Per key
-/// and tier it takes r = min(c·T, max(0, tat_written − now)) off the stored tat, which provably
-/// never lowers it below the tat of the same admitted requests without the refunded one; a key
-/// whose tats have both passed is deleted.
+/// The refund script of Redis Cluster (docs/design.md §11; gateway/store/refund.lua): gives back
+/// what a part of a decision committed when another part, in another slot, rejected the request.
+/// Per key and tier it takes r = min(c·T, max(0, tat_written − now)) off the stored tat, which
+/// provably never lowers it below the tat of the same admitted requests without the refunded one; a
+/// key whose tats have both passed is deleted.
 ///
 /// KEYS: the keys to refund. ARGV per key and tier (short, long): c·T and the tat written, each
 /// as seconds and nanoseconds (0 0 0 0: nothing for that tier).

@@ -1,7 +1,7 @@
 #pragma once
-/// One worker's side of the Redis store (DESIGN §11): its connections (one per server, or per
-/// Cluster primary), its over-limit cache and counters, and the parts that decide: one
-/// server's batches, Cluster routing, fail_mode. Internal to store/.
+/// One worker's side of the Redis store (docs/design.md §11): its connections (one per server, or
+/// per Cluster primary), its over-limit cache and counters, and the parts that decide: one server's
+/// batches, Cluster routing, fail_mode. Internal to store/.
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>

@@ -1,4 +1,4 @@
-"""The proof-of-work page in a real browser (DESIGN §5 "Browsers", issue 13): Debian's headless
+"""The proof-of-work page in a real browser (docs/design.md §5 "Browsers", issue 13): Debian's headless
 Chromium opens a page behind the gateway, gets the 428 page, solves the challenge by itself in
 a Web Worker, stores the proof in the `tollgate_pow` cookie, reloads, and ends on the upstream's
 answer; the upstream never sees the cookie, a replayed cookie is refused, a browser without

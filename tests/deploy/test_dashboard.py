@@ -19,7 +19,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import promql  # noqa: E402
 
-# What the dashboard must show (DESIGN §14 and issue 12): a metric each topic is read from.
+# What the dashboard must show (docs/design.md §14 and issue 12): a metric each topic is read from.
 REQUIRED_METRICS = {
     "requests by decision and category": "tollgate_requests_total",
     "rejections by limit and tier": "tollgate_rate_limited_total",

@@ -1,4 +1,4 @@
-"""deploy/kubernetes/*.yaml and deploy/compose.yaml parsed and checked against what DESIGN §14
+"""deploy/kubernetes/*.yaml and deploy/compose.yaml parsed and checked against what docs/design.md §14
 and issue 12 ask, and against each other (ports, paths, names, secrets, the shutdown timing);
 then the gateway files they carry checked by the gateway itself (`tollgate --check-config`).
 

@@ -90,7 +90,7 @@ unsigned zero_bits(std::string_view s) {
   return n;
 }
 
-/// DESIGN §5's proof check: "<94-char challenge>:<nonce>", version 1, then the HMAC-SHA-256
+/// docs/design.md §5's proof check: "<94-char challenge>:<nonce>", version 1, then the HMAC-SHA-256
 /// of the first 38 bytes, then expiry, binding and work. `claims` set past the signature.
 proof_failure ref_check(std::string_view solution, std::int64_t now, std::uint64_t client,
                         std::uint32_t category, unsigned required, challenge_claims& claims) {

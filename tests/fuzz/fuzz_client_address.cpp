@@ -98,8 +98,8 @@ std::optional<core::address> ref_hop(std::string_view item) {
   return a;
 }
 
-/// DESIGN §7 as a plain loop: from the peer leftwards while the current hop is trusted, over
-/// the one list the fields make (an empty field is an empty element, garbage like any other).
+/// docs/design.md §7 as a plain loop: from the peer leftwards while the current hop is trusted,
+/// over the one list the fields make (an empty field is an empty element, garbage like any other).
 core::address ref_client(const core::address& peer, const std::vector<std::string_view>& fields,
                          const std::vector<core::cidr>& trusted) {
   core::address current = peer;

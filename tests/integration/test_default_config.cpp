@@ -34,7 +34,7 @@ std::string shipped_gateway_yaml() {
 
 }  // namespace
 
-TEST_CASE("the shipped configuration limits each category as DESIGN section 3 says",
+TEST_CASE("the shipped configuration limits each category as design.md section 3 says",
           "[integration][default]") {
   echo_server echo;
   gateway gw(shipped_gateway_yaml(), "", echo.port);

@@ -1,6 +1,6 @@
-// Limits keyed on data (DESIGN §3 "Limits beyond the address"), a global limit shared by many
-// addresses, cost per route (§3 "Cost per route") and shadow mode (§12), through a real tollgate
-// in front of a real tollgate-echo. Clients come from different loopback addresses
+// Limits keyed on data (docs/design.md §3 "Limits beyond the address"), a global limit shared by
+// many addresses, cost per route (§3 "Cost per route") and shadow mode (§12), through a real
+// tollgate in front of a real tollgate-echo. Clients come from different loopback addresses
 // (127.0.0.2, 127.0.0.3, ...) so that a limit wrongly keyed on the address would show.
 
 #include <unistd.h>

@@ -1,5 +1,5 @@
-// Proof of work, violations and bans through HTTP (DESIGN §5): a real tollgate in front of a
-// tollgate-echo that reports violations, the solver CLI, and the admin API.
+// Proof of work, violations and bans through HTTP (docs/design.md §5): a real tollgate in front of
+// a tollgate-echo that reports violations, the solver CLI, and the admin API.
 
 #include <catch2/catch.hpp>
 

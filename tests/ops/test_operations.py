@@ -1,4 +1,4 @@
-"""What operators and their tools rely on (issue 12, DESIGN §9, §10, §14): JSON logs, the access
+"""What operators and their tools rely on (issue 12, docs/design.md §9, §10, §14): JSON logs, the access
 log in a file reopened for logrotate, the access allow and deny lists, the drain on SIGTERM that
 load balancers see, and the metrics operators alert on. Real tollgate and tollgate-echo
 processes on loopback ports, plain HTTP over sockets, Debian's promtool.

@@ -1,5 +1,5 @@
-// The Redis store when Redis fails (DESIGN §11): killed under load, paused, slow, its script
-// cache flushed; and the over-limit cache that keeps floods away from it. Real tollgate
+// The Redis store when Redis fails (docs/design.md §11): killed under load, paused, slow, its
+// script cache flushed; and the over-limit cache that keeps floods away from it. Real tollgate
 // processes, a real tollgate-echo and Debian's redis-server, on loopback ports.
 
 #include <signal.h>
@@ -372,7 +372,7 @@ TEST_CASE("a decision that waits for the call before it still ends within the ti
   redis_server redis;
   echo_server echo;
   // One worker: both requests' decisions go over one connection, the second waiting for the
-  // first's call (the batching of DESIGN §11).
+  // first's call (the batching of docs/design.md §11).
   gateway gw(redis_gateway_yaml(redis.port, "timeout: 300ms, fail_mode: open", 1), wide_policy,
              echo.port);
   require_degraded(gw, 0);

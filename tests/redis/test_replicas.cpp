@@ -1,6 +1,6 @@
-// Gateway processes sharing one Redis (DESIGN §11): several real tollgate processes in front of
-// one tollgate-echo, with `store: redis` on one Debian redis-server started by the test. What
-// one replica admits, the others know: one burst per address, per network, per key, whatever
+// Gateway processes sharing one Redis (docs/design.md §11): several real tollgate processes in
+// front of one tollgate-echo, with `store: redis` on one Debian redis-server started by the test.
+// What one replica admits, the others know: one burst per address, per network, per key, whatever
 // the gateways' clocks say; keys are named as documented and expire; reloads, AUTH and TLS.
 
 #include <unistd.h>

@@ -1,4 +1,4 @@
-"""`tollgate simulate` as operators run it (DESIGN §13, issue 13): logs generated here with
+"""`tollgate simulate` as operators run it (docs/design.md §13, issue 13): logs generated here with
 known timestamps through a policy whose outcome is counted by hand below; the same requests
 in the three formats; --compare; bad lines; a log written by a real gateway run replayed to
 the decisions that run made; --json against the text.

@@ -1,5 +1,5 @@
-// The access log's lines: every field of DESIGN §9, in text and JSON, and hostile bytes that
-// must neither break a line nor the JSON.
+// The access log's lines: every field of docs/design.md §9, in text and JSON, and hostile bytes
+// that must neither break a line nor the JSON.
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// What the gateway reads from browsers and sends them (DESIGN §5 "Browsers"): Accept
+// What the gateway reads from browsers and sends them (docs/design.md §5 "Browsers"): Accept
 // preferences, the proof-of-work cookie taken out of a Cookie line, and the challenge page
 // compiled from a template, with the errors an operator's template gets.
 

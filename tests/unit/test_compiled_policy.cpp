@@ -23,7 +23,7 @@ limit_request request_of(const policy::compiled_policy& p, const policy::categor
 }
 }  // namespace
 
-TEST_CASE("the default policy compiles into the table of DESIGN section 3", "[policy]") {
+TEST_CASE("the default policy compiles into the table of design.md section 3", "[policy]") {
   const auto cfg = config::load_policies({default_policy});
   const policy::compiled_policy p(cfg, {1, 2});
   const auto* auth = p.find("auth");

@@ -1,4 +1,4 @@
-// The gate (DESIGN §5's order as values) as tables, without a socket: every combination of
+// The gate (docs/design.md §5's order as values) as tables, without a socket: every combination of
 // ban, required proof, proof sent, the limits' decision, pay to pass and shadow mode, to the
 // answer and the effects. In the style of Envoy's local_ratelimit filter_test.cc.
 

@@ -49,7 +49,7 @@ std::string error_of(const scratch& s, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("the default gateway file loads with the routes of DESIGN section 3", "[config]") {
+TEST_CASE("the default gateway file loads with the routes of design.md section 3", "[config]") {
   const auto g = load_gateway(std::string(TOLLGATE_SOURCE_DIR) + "/config/gateway.yaml");
   REQUIRE(g.listeners.size() == 1);
   CHECK(g.listeners[0].name == "public");

@@ -26,7 +26,7 @@ std::string error_of(const std::string& yaml) {
 
 }  // namespace
 
-TEST_CASE("the default policy holds the table of DESIGN section 3", "[config]") {
+TEST_CASE("the default policy holds the table of design.md section 3", "[config]") {
   const policy_config p = load_policies({default_policy});
   CHECK(p.prefixes.ipv4_individual == 32);
   CHECK(p.prefixes.ipv4_network == 24);

@@ -83,7 +83,7 @@ struct fake_request {
 
 }  // namespace
 
-TEST_CASE("the default routes classify as DESIGN section 3 says", "[router]") {
+TEST_CASE("the default routes classify as design.md section 3 says", "[router]") {
   const auto g = config::load_gateway(std::string(TOLLGATE_SOURCE_DIR) + "/config/gateway.yaml");
   const compiled_policy p(g.policy, {});
   const router r(g, p);
@@ -100,7 +100,8 @@ TEST_CASE("the default routes classify as DESIGN section 3 says", "[router]") {
   CHECK(classify("POST", "/api/auth/password") == "auth");
   CHECK(classify("POST", "//api/./auth/login?next=/") == "auth");  // no bypass by spelling
   CHECK(classify("POST", "/api/auth%2flogin") == "auth");
-  // Spellings that upstream frameworks serve as the same route (README, route matching).
+  // Spellings that upstream frameworks serve as the same route (docs/configuration.md, "Route
+  // matching").
   CHECK(classify("POST", "/api/auth/login/") == "auth");
   CHECK(classify("POST", "/API/auth/login") == "auth");
   CHECK(classify("POST", "/api/auth/login;x=1") == "auth");

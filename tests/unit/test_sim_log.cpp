@@ -1,4 +1,4 @@
-// The simulator's three line parsers (DESIGN §13) on good lines and on hostile bytes
+// The simulator's three line parsers (docs/design.md §13) on good lines and on hostile bytes
 // (the replay: test_sim_replay.cpp).
 
 #include <catch2/catch.hpp>

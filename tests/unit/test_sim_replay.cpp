@@ -1,4 +1,4 @@
-// The simulator (DESIGN §13): a replay whose outcome is computed by hand from the policy's
+// The simulator (docs/design.md §13): a replay whose outcome is computed by hand from the policy's
 // GCRA parameters, and --compare listing exactly the requests decided otherwise.
 
 #include <catch2/catch.hpp>

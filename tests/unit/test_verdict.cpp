@@ -7,7 +7,7 @@
 
 using namespace tollgate;
 
-TEST_CASE("a rejection becomes the header values of DESIGN section 4", "[verdict]") {
+TEST_CASE("a rejection becomes the header values of design.md section 4", "[verdict]") {
   const auto cfg =
       config::load_policies({std::string(TOLLGATE_SOURCE_DIR) + "/policies/default.yaml"});
   const policy::compiled_policy p(cfg, {});

@@ -484,7 +484,7 @@ categories:
 
 class HttpTimeoutsAndDefaults(h.GatewayCase):
     """A gateway whose HTTP timeouts are all 1 s and whose only category, reached by the
-    default route, has no websocket block (the defaults of DESIGN §6 apply)."""
+    default route, has no websocket block (the defaults of docs/design.md §6 apply)."""
 
     GATEWAY, POLICY = SHORT_HTTP_TIMEOUTS, GENERAL_ONLY
 

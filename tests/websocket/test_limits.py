@@ -1,4 +1,4 @@
-"""The WebSocket limits of DESIGN §6 through tollgate: per-connection message limits (close and
+"""The WebSocket limits of docs/design.md §6 through tollgate: per-connection message limits (close and
 drop), connections per address (429), their release when clients vanish, max_lifetime and
 idle_timeout. One gateway and one echo for the module; every case its own client address."""
 
@@ -382,7 +382,7 @@ class Limits(h.GatewayCase):
             await busy.close()
 
     async def test_a_client_that_stops_reading_is_dropped_after_idle_timeout(self):
-        # README: "a write the peer does not take for this long drops the connection".
+        # docs/websocket.md: "a write the peer does not take for this long drops the connection".
         await self.quiet()
         m0 = self.gw.metrics()
         raw = await h.RawWs.open(self.gw.port, "/ws/idle/slow", rcvbuf=8192,

@@ -1,4 +1,4 @@
-"""Upgrades meet the gate like any request (DESIGN §5 order of decisions): a 429 from the
+"""Upgrades meet the gate like any request (docs/design.md §5 order of decisions): a 429 from the
 limits, a 428 challenge that a proof of work (solved by `tollgate pow solve`) pays for, a ban
 (403) earned from the upstream's refusals, and the matching refusal metrics."""
 

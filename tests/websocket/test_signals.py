@@ -1,5 +1,6 @@
 """Signals and open WebSockets: SIGTERM closes every one with 1001 and the process exits within
-its grace period (10 s, README); SIGHUP's new message limits apply to new connections only.
+its grace period (shutdown.drain_timeout, 10 s: docs/configuration.md); SIGHUP's new message
+limits apply to new connections only.
 Each case its own gateway (SIGTERM ends it)."""
 
 import asyncio
@@ -25,7 +26,7 @@ categories:
       on_excess: close
 """
 
-GRACE = 10.0  # README: "let requests in flight finish (up to 10 s) and exit"
+GRACE = 10.0  # shutdown.drain_timeout, 10s by default (docs/configuration.md, "Command line")
 
 
 class Signals(h.Case):
