@@ -280,8 +280,7 @@ step proof_lost(const setting& s, record& r) {
   return conclude(s, r);
 }
 
-step spend_claimed(policy::pow_state& pow, const setting& s, step taken, record& r) {
-  if (!proof_claimed(r)) return taken;
+step spend_claim(policy::pow_state& pow, const setting& s, step taken, record& r) {
   r.verdict.effects.spend = false;
   r.fx.gate.spend = false;
   if (policy::commit_proof(pow, r.verdict.sent, r.gate.now / core::ns_per_s)) return taken;

@@ -107,9 +107,13 @@ inline bool proof_claimed(const record& r) noexcept {
 }
 /// The step when the proof claimed was spent by another request first.
 step proof_lost(const setting& s, record& r);
-/// The caller's part for both: spends the proof step `taken` claimed, if any, in `pow`'s
-/// replay cache; `taken` stands, or when another request spent it first, proof_lost's step.
-step spend_claimed(policy::pow_state& pow, const setting& s, step taken, record& r);
+/// The caller's part for both: spends the proof step `taken` claimed in `pow`'s replay cache;
+/// `taken` stands, or when another request spent it first, proof_lost's step.
+step spend_claim(policy::pow_state& pow, const setting& s, step taken, record& r);
+/// spend_claim when step `taken` claimed a proof (rarely: inline for the rest).
+inline step spend_claimed(policy::pow_state& pow, const setting& s, step taken, record& r) {
+  return proof_claimed(r) ? spend_claim(pow, s, taken, r) : taken;
+}
 /// The answer when the store could not decide (503).
 step store_failed(record& r);
 /// The answer to an admitted upgrade whose client holds its category's

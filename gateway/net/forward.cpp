@@ -71,19 +71,20 @@ task<error_code> relay(const relay_path<isRequest, In, Out>& path, bool& read_fa
   read_failed = false;
   const auto started = deadline_watch::clock::now();
   std::uint64_t received = 0;
-  // A request flows client -> upstream, a response upstream -> client.
+  // A request flows client -> upstream, a response upstream -> client. (The lambdas name
+  // `path`'s members: clang before 16 cannot capture a structured binding.)
   auto reading = [&] {
     if (isRequest) {
-      watch.client_for(read_deadline(bounds, started, received));
+      path.watch.client_for(read_deadline(path.bounds, started, received));
     } else {
-      watch.upstream_for(&upstream, read_deadline(bounds, started, received));
+      path.watch.upstream_for(&path.upstream, read_deadline(path.bounds, started, received));
     }
   };
   auto writing = [&] {
     if (isRequest) {
-      watch.upstream_for(&upstream, bounds.write_timeout);
+      path.watch.upstream_for(&path.upstream, path.bounds.write_timeout);
     } else {
-      watch.client_for(bounds.write_timeout);
+      path.watch.client_for(path.bounds.write_timeout);
     }
   };
   auto& body = parser.get().body();
@@ -377,7 +378,7 @@ task<head_result> exchange_head(exchange& x) {
     // same connection. A 101 is the end of an upgrade's exchange, and a failure for any other
     // request (it was not asked for).
     while (!ec) {
-      std::apply([&](auto&&... a) { rp.emplace(a...); }, on_arena(sc.arena));
+      std::apply([&](auto&&... a) { x.rp.emplace(a...); }, on_arena(sc.arena));
       rp->body_limit(boost::none);  // responses are streamed, never held
       rp->header_limit(max_response_head);
       if (req.method() == http::verb::head) rp->skip(true);
