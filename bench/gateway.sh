@@ -71,15 +71,8 @@ policies: [$2]
 logging: { level: warn }
 YAML
 }
-cat > "$work/limited.yaml" <<YAML
-categories:
-  general:
-    limits:
-      ipv4_individual: { short: { rate: 1/h, burst: 50 }, long: { rate: 1/h, burst: 500 } }
-      ipv4_network:    { short: { rate: 1/h, burst: 250 }, long: { rate: 1/h, burst: 5000 } }
-YAML
 tollgate_conf "$tg" "$PWD/bench/open-policy.yaml" > "$work/tollgate.yaml"
-tollgate_conf "$tg_limited" "$work/limited.yaml" > "$work/tollgate-limited.yaml"
+tollgate_conf "$tg_limited" "$PWD/bench/limited-policy.yaml" > "$work/tollgate-limited.yaml"
 for c in tollgate tollgate-limited; do
   build/tollgate --config "$work/$c.yaml" >"$work/$c.log" 2>&1 & pids+=($!)
 done

@@ -20,17 +20,8 @@ up=$(free_port)
 build/tollgate-echo --port "$up" --threads 2 >/dev/null & pids+=($!)
 wait_port "$up"
 policy="$PWD/bench/open-policy.yaml"
-if [ -n "${TOLLGATE_BENCH_LIMITED:-}" ]; then
-  # bench/gateway.sh's rejection policy: the bursts are spent within the warm-up.
-  policy="$work/limited.yaml"
-  cat > "$policy" <<YAML
-categories:
-  general:
-    limits:
-      ipv4_individual: { short: { rate: 1/h, burst: 50 }, long: { rate: 1/h, burst: 500 } }
-      ipv4_network:    { short: { rate: 1/h, burst: 250 }, long: { rate: 1/h, burst: 5000 } }
-YAML
-fi
+# The 429 path: every request past the warm-up is rejected.
+if [ -n "${TOLLGATE_BENCH_LIMITED:-}" ]; then policy="$PWD/bench/limited-policy.yaml"; fi
 open_gateway_yaml "$up" 1 "$work/gateway.yaml" "$policy"
 if [ -n "${TOLLGATE_BENCH_REDIS:-}" ]; then
   rd=$(free_port)

@@ -56,13 +56,6 @@ http {
 NGINX
 nginx -p "$work" -c "$work/nginx.conf" -g 'daemon off;' & pids+=($!)
 
-cat > "$work/limited.yaml" <<YAML
-categories:
-  general:
-    limits:
-      ipv4_individual: { short: { rate: 1/h, burst: 50 }, long: { rate: 1/h, burst: 500 } }
-      ipv4_network:    { short: { rate: 1/h, burst: 250 }, long: { rate: 1/h, burst: 5000 } }
-YAML
 tollgate_conf() { # name policy store
   cat > "$work/$1.yaml" <<YAML
 listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
@@ -81,8 +74,8 @@ YAML
 redis_store() { echo "{ type: redis, address: \"127.0.0.1:$rd\", timeout: 50ms, fail_mode: closed, key_prefix: \"$1\" }"; }
 tollgate_conf memory "$PWD/bench/open-policy.yaml" "{ type: memory }"
 tollgate_conf redis "$PWD/bench/open-policy.yaml" "$(redis_store open:)"
-tollgate_conf memory_429 "$work/limited.yaml" "{ type: memory }"
-tollgate_conf redis_429 "$work/limited.yaml" "$(redis_store limited:)"
+tollgate_conf memory_429 "$PWD/bench/limited-policy.yaml" "{ type: memory }"
+tollgate_conf redis_429 "$PWD/bench/limited-policy.yaml" "$(redis_store limited:)"
 # Memory: a gateway whose keys live a minute (1/m, burst 1 per address).
 cat > "$work/expiry.yaml" <<YAML
 categories:
