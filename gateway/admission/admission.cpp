@@ -13,9 +13,6 @@ namespace tollgate::admission {
 
 namespace {
 
-/// The proof of work a client sends in a header (docs/design.md §5); spent, never forwarded.
-constexpr std::string_view pow_solution_field = "X-PoW-Solution";
-
 /// The header line that clears the proof-of-work cookie, on a TLS listener or not.
 std::string_view clear_pow_cookie(bool tls) noexcept {
   return tls ? "Set-Cookie: tollgate_pow=; Path=/; Max-Age=0; SameSite=Lax; Secure\r\n"
@@ -112,12 +109,8 @@ bool may_stay(const record& r) noexcept {
 
 /// 400 for a head admission refuses before a route counts it; the connection closes.
 step bad_request(record& r, std::string_view detail) {
-  r.route = nullptr;
+  r.route = nullptr;  // not counted by category
   r.reply.body = problem_body(400, "Bad Request", detail);
-  r.reply.fields.clear();
-  r.reply.content_type = {};
-  r.reply.rate_fields = false;
-  r.fx.counted = false;
   return answer_with(r, 400, false);
 }
 
@@ -139,7 +132,6 @@ void render_page(const setting& s, record& r) {
 step conclude(const setting& s, record& r) {
   const policy::gate_verdict& v = r.verdict;
   r.fx.gate = v.effects;
-  r.fx.challenge = v.result == core::outcome::challenged;
   r.fx.outcome = v.result;
   if (v.forward()) return step::forward;
   r.fx.upgrade_refused = r.upgrade;
@@ -197,7 +189,6 @@ void begin(const request_view& v, record& r) {
   r.reply.content_type = {};
   r.reply.rate_fields = false;
   r.fx = {};
-  r.fx.counted = true;
 }
 
 /// Routes `v`: a preflight as the request its script will send, so that the category
@@ -244,7 +235,7 @@ step admit(const setting& s, const request_view& v, record& r) {
   // without proof of work has no use for one (it is still removed upstream).
   std::string_view solution;
   if (category.pow.enabled || category.pow.on_limit) {
-    solution = v.headers->value(pow_solution_field);
+    solution = v.headers->value(policy::pow_solution_field);
     if (solution.empty()) {
       solution = cookie_proof(s, v, r);
       r.pow_cookie = !solution.empty();
@@ -288,16 +279,12 @@ step spend_claim(policy::pow_state& pow, const setting& s, step taken, record& r
 }
 
 step store_failed(record& r) {
-  r.fx = {};
-  r.fx.counted = true;
+  // Only after ask_store: nothing was concluded, so no effect of the gate's is pending.
   r.fx.outcome = core::outcome::error;
   problem_writer(r.reply.body, 503, "Service Unavailable")
       .text("detail", "the limiter store did not answer")
       .text("code", "store_unavailable")
       .finish();
-  r.reply.fields.clear();
-  r.reply.content_type = {};
-  r.reply.rate_fields = false;
   return answer_with(r, 503, may_stay(r));
 }
 

@@ -58,10 +58,9 @@ struct answer {
 
 /// What the caller does besides answering: what to count and what to record.
 struct effects {
-  core::outcome outcome = core::outcome::allowed;  ///< the request's outcome label
-  bool counted = false;          ///< counted by category (false: refused before a route)
+  core::outcome outcome = core::outcome::allowed;  ///< the request's outcome label (a
+                                                   ///< challenge issued when `challenged`)
   policy::gate_effects gate;     ///< proof results to count, a violation to record
-  bool challenge = false;        ///< a challenge was issued: count it
   bool upgrade_refused = false;  ///< an upgrade was refused (by outcome): count it
 };
 
@@ -114,7 +113,7 @@ step spend_claim(policy::pow_state& pow, const setting& s, step taken, record& r
 inline step spend_claimed(policy::pow_state& pow, const setting& s, step taken, record& r) {
   return proof_claimed(r) ? spend_claim(pow, s, taken, r) : taken;
 }
-/// The answer when the store could not decide (503).
+/// The answer when the store, asked after step ask_store, could not decide (503).
 step store_failed(record& r);
 /// The answer to an admitted upgrade whose client holds its category's
 /// max_connections_per_address already (429).

@@ -12,12 +12,10 @@ namespace {
 
 /// Counts what the limits did to the request in hand: the binding rejection (enforced, or
 /// shadowed) and the limits its keys were missing for; a rejection by a limit is noted for
-/// GET /admin/limited.
-void count_limits(worker& w, const request_in_hand& r) {
+/// GET /admin/limited. `category` is its category's index in the snapshot, `c` its label.
+void count_limits(worker& w, const request_in_hand& r, std::size_t category, std::size_t c) {
   const admission::record& a = r.adm;
-  const auto& snap = *r.snap;
-  const std::size_t c = snap.metric_of(a.category());
-  const auto& labels = snap.limit_metric[snap.index_of(a.category())];
+  const auto& labels = r.snap->limit_metric[category];
   const limit::decision& d = a.decision;
   auto count = [&](std::uint8_t index, metrics::limit_mode mode) {
     const limit::limit_outcome& o = d.limits[index];
@@ -85,9 +83,10 @@ void log_access(worker& w, connection_scratch& sc, double seconds, std::uint64_t
 void apply_effects(worker& w, const request_in_hand& r) {
   const admission::record& a = r.adm;
   const admission::effects& fx = a.fx;
-  if (!fx.counted) return;  // refused before a route: not counted by category
+  if (a.route == nullptr) return;  // refused before a route: not counted by category
   const auto& snap = *r.snap;
-  const std::size_t c = snap.metric_of(a.category());
+  const std::size_t category = snap.index_of(a.category());
+  const std::size_t c = snap.category_metric[category];
   w.counters.requests[c][static_cast<std::size_t>(fx.outcome)].add();
   if (fx.gate.verification) {
     w.counters.pow_verifications[static_cast<std::size_t>(*fx.gate.verification)].add();
@@ -96,9 +95,9 @@ void apply_effects(worker& w, const request_in_hand& r) {
   if (fx.gate.pow_failed) {
     record_violation(w, snap, a.who, snap.policy.violations().pow_failed, a.gate.now);
   }
-  if (fx.challenge) w.counters.pow_challenges[c].add();
+  if (fx.outcome == core::outcome::challenged) w.counters.pow_challenges[c].add();
   if (fx.upgrade_refused) count_refused_upgrade(w, r, refusal_of(fx.outcome));
-  if (a.verdict.limits_checked) count_limits(w, r);
+  if (a.verdict.limits_checked) count_limits(w, r, category, c);
 }
 
 void count_refused_upgrade(worker& w, const request_in_hand& r, metrics::upgrade_refusal why) {

@@ -92,7 +92,7 @@ void append_end_to_end(std::string& out, const fields& f, Ours ours, bool reques
 bool is_forwarding_field(std::string_view name) noexcept {
   return core::iequals(name, "x-forwarded-for") || core::iequals(name, "x-forwarded-proto") ||
          core::iequals(name, "x-real-ip") || core::iequals(name, "expect") ||
-         core::iequals(name, pow_solution_field) || core::iequals(name, shadow_field);
+         core::iequals(name, policy::pow_solution_field) || core::iequals(name, shadow_field);
 }
 
 /// The fields of docs/design.md §4 that the gateway sets on every checked response, in the order it

@@ -17,8 +17,6 @@ inline constexpr std::string_view violation_field = "X-Tollgate-Violation";
 /// Told to the upstream: the shadowed limit that would have rejected the request (docs/design.md
 /// §12).
 inline constexpr std::string_view shadow_field = "X-Tollgate-Shadow";
-/// The proof of work a client sends (docs/design.md §5); spent here, never forwarded.
-inline constexpr std::string_view pow_solution_field = "X-PoW-Solution";
 
 /// Appends the rate-limit header lines of docs/design.md §4 (nothing when the request carried no
 /// limits; Retry-After and X-RateLimit-Reason only for a rejection).

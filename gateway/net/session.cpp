@@ -40,10 +40,11 @@ http::status bad_head_answer(const error_code& ec, std::string& body) {
   return http::status::bad_request;
 }
 
-/// Answers a head whose framing cannot be trusted (`rec` from reading it, or its own fault:
-/// RFC 9112's Host and Transfer-Encoding rules) and ends the connection; nothing else is done
-/// with it. The request in hand was not admitted: neither counted by category nor logged.
-task<void> refuse_head(deadline_watch& watch, connection_scratch& sc, const error_code& rec) {
+/// Answers a head whose framing cannot be trusted (`rec` from reading it, or else its `fault`
+/// under RFC 9112's Host and Transfer-Encoding rules) and ends the connection; nothing else is
+/// done with it. The request in hand was not admitted: neither counted by category nor logged.
+task<void> refuse_head(deadline_watch& watch, connection_scratch& sc, const error_code& rec,
+                       std::string_view fault) {
   const request_in_hand& r = sc.request;
   http::status status = http::status::bad_request;
   unsigned version = 11;
@@ -51,8 +52,7 @@ task<void> refuse_head(deadline_watch& watch, connection_scratch& sc, const erro
     if (is_ending(rec)) co_return;
     status = bad_head_answer(rec, sc.problem);
   } else {
-    bool has_host = true;
-    sc.problem = admission::problem_body(400, "Bad Request", head_fault(*r.parser, has_host));
+    sc.problem = admission::problem_body(400, "Bad Request", fault);
     version = r.parser->get().version();
   }
   const local_answer answer{status,  sc.problem, {},      {},
@@ -212,8 +212,10 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     if (!co_await read_request(w, watch, sc, first, rec)) co_return;
     const worker_count busy(w.in_flight);  // graceful stop waits for these
     request_in_hand& r = sc->request;
-    if (rec || !head_fault(*r.parser, r.has_host).empty()) {
-      co_await refuse_head(watch, *sc, rec);
+    // A fault names a literal: it outlives the await.
+    const std::string_view fault = rec ? std::string_view() : head_fault(*r.parser, r.has_host);
+    if (rec || !fault.empty()) {
+      co_await refuse_head(watch, *sc, rec, fault);
       co_return;
     }
     start_request(r, peer, peer_text, watch.stream.written);

@@ -10,6 +10,8 @@ namespace tollgate::policy {
 
 /// The cookie the challenge page stores its proof in: `tollgate_pow=<challenge>:<nonce>`.
 inline constexpr std::string_view pow_cookie = "tollgate_pow";
+/// The header a client sends its proof of work in (docs/design.md §5); never forwarded.
+inline constexpr std::string_view pow_solution_field = "X-PoW-Solution";
 
 /// Whether an `Accept` value prefers `text/html` to JSON: `text/html` is listed with a q above
 /// 0 and no JSON type (`application/json`, `application/problem+json`) has a higher q. A

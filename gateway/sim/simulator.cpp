@@ -43,14 +43,6 @@ class logged_headers final : public admission::header_source {
   bool preflight_;
 };
 
-/// The same for policy::router and policy::key_sources (`context`: the upgrade flag).
-std::string_view logged_header(const void* context, std::string_view name) {
-  if (!*static_cast<const bool*>(context)) return {};
-  if (core::iequals(name, "upgrade")) return "websocket";
-  if (core::iequals(name, "connection")) return "upgrade";
-  return {};
-}
-
 /// The table sizes the gateway's store has under `c` (gateway/app/store_setup.cpp).
 limit::store_capacity capacity_of(const config::store_config& c) {
   const auto& cap = c.capacity;
@@ -93,7 +85,8 @@ simulator::simulator(config::gateway_config c)
 
 const policy::route* simulator::route(const log_record& r, bool upgrade) {
   if (!policy::normalize_path(r.target, path_)) return nullptr;
-  return &router_.match({r.method, path_, &logged_header, &upgrade});
+  const logged_headers headers(upgrade, false);
+  return &router_.match({r.method, path_, &admission::header_of, &headers});
 }
 
 bool simulator::decide(const log_record& r, bool upgrade, simulated& out) {
@@ -105,7 +98,8 @@ bool simulator::decide(const log_record& r, bool upgrade, simulated& out) {
 
 void simulator::prefetch(const log_record& r, const policy::route& to, bool upgrade) {
   std::uint32_t unkeyed = 0;
-  const policy::key_sources keys{&logged_header, &upgrade, r.target};
+  const logged_headers headers(upgrade, false);
+  const policy::key_sources keys{&admission::header_of, &headers, r.target};
   store_.prepare(policy_.request(*to.category, r.client, keys, to.cost, r.time, unkeyed));
 }
 
