@@ -325,11 +325,9 @@ task<head_result> exchange_head(exchange& x) {
       std::string what = timeout ? "did not accept a connection in time" : "refused the connection";
       const auto kind =
           timeout ? metrics::upstream_error::timeout : metrics::upstream_error::connect;
-      {
-        const bool stay =
-            co_await answer_failure(x, kind, std::move(what), r.keep_alive && parser.is_done());
-        co_return head_result::ended(stay);
-      }
+      const bool stay =
+          co_await answer_failure(x, kind, std::move(what), r.keep_alive && parser.is_done());
+      co_return head_result::ended(stay);
     }
     if (expects_continue && !parser.is_done()) {
       static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -396,11 +394,9 @@ task<head_result> exchange_head(exchange& x) {
     w.pool.failed(*r.snap, conn->upstream, conn->endpoint);
     std::string what = timeout ? std::string("did not answer in time") : "failed: " + ec.message();
     const auto kind = timeout ? metrics::upstream_error::timeout : metrics::upstream_error::reset;
-    {
-      const bool stay =
-          co_await answer_failure(x, kind, std::move(what), r.keep_alive && parser.is_done());
-      co_return head_result::ended(stay);
-    }
+    const bool stay =
+        co_await answer_failure(x, kind, std::move(what), r.keep_alive && parser.is_done());
+    co_return head_result::ended(stay);
   }
 }
 
