@@ -167,11 +167,43 @@ step answer_preflight(const request_view& v, record& r) {
   return answer_with(r, 200, may_stay(r));
 }
 
+/// The request's token (docs/design.md §15), or "" when it has none; `twice` when its field
+/// comes more than once (which one would the upstream read?).
+std::string_view token_of(const config::jwt_config& j, const header_source& h, bool& twice) {
+  if (j.from.cookie) {
+    const std::string_view cookies = h.value("Cookie");
+    twice = h.count("Cookie") > 1;
+    return policy::cookie_value(cookies, j.from.name);
+  }
+  twice = h.count(j.from.name) > 1;
+  const std::string_view value = h.value(j.from.name);
+  if (core::iequals(j.from.name, "authorization")) return core::bearer_token(value);
+  return core::trim(value);
+}
+
+/// 401 for a refused token (on_invalid: reject), with the reason; a token_invalid violation.
+step unauthorized(const setting& s, record& r) {
+  r.fx.outcome = core::outcome::unauthorized;
+  r.fx.token_invalid = true;
+  const std::string_view why = identity::failure_name(r.token);
+  problem_writer(r.reply.body, 401, "Unauthorized")
+      .text("detail", "the token was refused")
+      .text("code", "token_invalid")
+      .text("reason", why)
+      .finish();
+  if (!s.config.identity.jwt->from.cookie) {
+    r.reply.fields += "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n";
+  }
+  return answer_with(r, 401, may_stay(r));
+}
+
 /// Starts `r` afresh for request `v`.
 void begin(const request_view& v, record& r) {
   r.route = nullptr;
   r.headers = v.headers;
   r.unkeyed = 0;
+  r.identity.reset();
+  r.token = identity::failure::none;
   r.exempt = false;
   r.upgrade = v.upgrade;
   r.tls = v.tls;
@@ -249,9 +281,36 @@ step admit(const setting& s, const request_view& v, record& r) {
     }
     return answer_preflight(v, r);
   }
+  if (s.jwt != nullptr && !r.exempt) {
+    // A verified token is the consumer's identity (docs/design.md §15); a banned client's
+    // token is not even looked at.
+    bool twice = false;
+    const std::string_view token = token_of(*s.config.identity.jwt, *v.headers, twice);
+    if (!token.empty() || twice) {
+      if (s.gate.screen(r.gate, r.verdict) && r.verdict.result == core::outcome::banned) {
+        return conclude(s, r);
+      }
+      identity::token_result t;
+      if (twice) {
+        t.why = identity::failure::malformed;
+      } else if (s.tokens != nullptr) {
+        t = s.tokens->check(*s.jwt, token, v.now / core::ns_per_s);
+      } else {
+        auto c = std::make_shared<identity::claims>();
+        t.why = s.jwt->verify(token, v.now / core::ns_per_s, *c);
+        if (t.why == identity::failure::none) t.verified = std::move(c);
+      }
+      r.token = t.why;
+      r.identity = std::move(t.verified);
+      if (r.token != identity::failure::none && s.config.identity.jwt->reject_invalid) {
+        return unauthorized(s, r);
+      }
+    }
+  }
   s.gate.before_limits(r.gate, r.verdict);
   if (!r.verdict.ask_limits) return conclude(s, r);
-  const policy::key_sources keys{&header_of, v.headers, v.target};
+  const policy::key_sources keys{&header_of, v.headers, v.target,
+                                 r.identity ? &r.identity->values : nullptr};
   r.limits = s.policy.request(category, r.client, keys, r.route->cost, v.now, r.unkeyed);
   if (r.limits.group_count > 0) return step::ask_store;
   // Nothing to ask (every limit's key missing, or a category without limits): admitted.

@@ -18,6 +18,8 @@
 #include "gateway/admission/request_view.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/core/outcome.hpp"
+#include "gateway/identity/jwt.hpp"
+#include "gateway/identity/token_cache.hpp"
 #include "gateway/limit/request.hpp"
 #include "gateway/policy/challenge_page.hpp"
 #include "gateway/policy/compiled_policy.hpp"
@@ -37,6 +39,10 @@ struct setting {
   const policy::challenge_page* page;     ///< the browsers' 428 page; null: JSON only
   const policy::gate& gate;               ///< bans, proofs, violations' requirements
   const policy::pow_state& pow;           ///< checks the proofs a cookie carries
+  /// Verifies tokens (docs/design.md §15); null when the configuration has no identity.jwt.
+  const identity::verifier* jwt = nullptr;
+  /// This worker's memory of verified tokens; null: every token verified.
+  identity::token_cache* tokens = nullptr;
 };
 
 /// What the caller does next.
@@ -62,22 +68,26 @@ struct effects {
                                                    ///< challenge issued when `challenged`)
   policy::gate_effects gate;     ///< proof results to count, a violation to record
   bool upgrade_refused = false;  ///< an upgrade was refused (by outcome): count it
+  bool token_invalid = false;    ///< record a token_invalid violation against the client
 };
 
 /// Everything admission learnt of one request. Lives as long as the request (in the
 /// connection's scratch in the gateway) and is reused: its strings keep their capacity.
 struct record {
-  const policy::route* route = nullptr;      ///< its route; null when refused before one
-  core::address client;                      ///< the address it is charged to (docs/design.md §7)
-  policy::client_subjects who;               ///< the client as the violation tables know it
-  policy::gate_input gate;                   ///< what the gate was told
-  policy::gate_verdict verdict;              ///< what the gate answered
-  limit::limit_request limits;               ///< what the store is asked (step ask_store)
-  limit::decision decision;                  ///< the store's decision on them
-  std::uint32_t unkeyed = 0;                 ///< slots of limits whose key it lacks
-  bool exempt = false;                       ///< on the access allow list
-  bool upgrade = false;                      ///< a WebSocket upgrade
-  bool tls = false;                          ///< came over TLS
+  const policy::route* route = nullptr;  ///< its route; null when refused before one
+  core::address client;                  ///< the address it is charged to (docs/design.md §7)
+  policy::client_subjects who;           ///< the client as the violation tables know it
+  /// The verified token's claims (docs/design.md §15); null: anonymous.
+  std::shared_ptr<const identity::claims> identity;
+  identity::failure token = identity::failure::none;  ///< why its token was refused, if it was
+  policy::gate_input gate;                            ///< what the gate was told
+  policy::gate_verdict verdict;                       ///< what the gate answered
+  limit::limit_request limits;                        ///< what the store is asked (step ask_store)
+  limit::decision decision;                           ///< the store's decision on them
+  std::uint32_t unkeyed = 0;                          ///< slots of limits whose key it lacks
+  bool exempt = false;                                ///< on the access allow list
+  bool upgrade = false;                               ///< a WebSocket upgrade
+  bool tls = false;                                   ///< came over TLS
   bool pow_cookie = false;                   ///< carried the proof cookie: the answer clears it
   const policy::cors_rules* cors = nullptr;  ///< its category's CORS, when the gateway owns it
   std::string_view cors_origin;              ///< its Origin when `cors` allows it; else ""

@@ -421,6 +421,105 @@ access_config read_access(const yaml_node& n) {
   return a;
 }
 
+/// A string or a list of strings, as a list.
+std::vector<std::string> string_list(const yaml_node& n) {
+  std::vector<std::string> out;
+  if (!n.is_sequence()) {
+    out.push_back(n.as_string());
+  } else {
+    for (const yaml_node& i : n.items())
+      out.push_back(i.as_string());
+  }
+  for (const std::string& s : out) {
+    if (s.empty()) n.fail("an empty string");
+  }
+  return out;
+}
+
+/// `identity.jwt` (docs/design.md §15).
+jwt_config read_jwt(const yaml_node& n, const std::string& file) {
+  n.expect_keys({"from", "jwks_file", "jwks_url", "jwks_refresh", "secret_env", "issuer",
+                 "audience", "algorithms", "leeway", "on_invalid", "cache_entries"});
+  jwt_config j;
+  j.line = n.key_line();
+  if (auto f = n.get("from")) {
+    f->expect_keys({"header", "cookie"});
+    const auto h = f->get("header");
+    const auto c = f->get("cookie");
+    if (h.has_value() == c.has_value()) f->fail("give either header or cookie");
+    j.from.cookie = c.has_value();
+    j.from.name = (h ? *h : *c).as_string();
+    if (j.from.name.empty() || j.from.name.size() > 128 ||
+        !std::all_of(j.from.name.begin(), j.from.name.end(), [](char ch) {
+          return ch > 32 && ch < 127 && ch != ':' && ch != ';' && ch != '=' && ch != ',';
+        })) {
+      (h ? *h : *c).fail("invalid name '" + j.from.name + "'");
+    }
+  }
+  if (auto v = n.get("jwks_file")) {
+    j.jwks_file = readable_file(*v, file);
+    j.jwks_file_line = v->line();
+    std::ifstream in(j.jwks_file, std::ios::binary);
+    j.jwks.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  if (auto v = n.get("jwks_url")) {
+    j.jwks_url = v->as_string();
+    if (j.jwks_url.rfind("http://", 0) != 0 && j.jwks_url.rfind("https://", 0) != 0) {
+      v->fail("jwks_url must start with http:// or https://");
+    }
+  }
+  if (auto v = n.get("jwks_refresh")) j.jwks_refresh = positive_duration(*v);
+  if (auto v = n.get("secret_env")) {
+    j.secret_env = v->as_string();
+    check_env_name(*v, j.secret_env);
+  }
+  if (auto v = n.get("issuer")) j.issuer = v->as_string();
+  if (auto v = n.get("audience")) j.audience = string_list(*v);
+  if (auto v = n.get("leeway")) j.leeway = v->as_duration();
+  if (auto v = n.get("cache_entries")) {
+    j.cache_entries = static_cast<std::uint32_t>(v->as_uint(0, 10'000'000));
+  }
+  if (auto v = n.get("on_invalid")) {
+    const std::string o = v->as_string();
+    if (o != "reject" && o != "anonymous") v->fail("expected reject or anonymous, not '" + o + "'");
+    j.reject_invalid = o == "reject";
+  }
+  const yaml_node algs = n.at("algorithms");
+  static constexpr std::string_view known[] = {"RS256", "RS384", "RS512", "PS256", "PS384",
+                                               "PS512", "ES256", "ES384", "ES512", "EdDSA",
+                                               "HS256", "HS384", "HS512"};
+  bool asymmetric = false;
+  for (const yaml_node& a : algs.items()) {
+    const std::string name = a.as_string();
+    if (name == "none" || name == "None" || name == "NONE") a.fail("\"none\" is never allowed");
+    if (std::find(std::begin(known), std::end(known), name) == std::end(known)) {
+      a.fail("unknown algorithm '" + name +
+             "' (RS256/384/512, PS256/384/512, ES256/384/512, "
+             "EdDSA, HS256/384/512)");
+    }
+    if (name[0] == 'H' && j.secret_env.empty()) {
+      a.fail(name + " needs secret_env: HMAC tokens are verified only with a secret");
+    }
+    asymmetric |= name[0] != 'H';
+    j.algorithms.push_back(name);
+  }
+  if (j.algorithms.empty()) algs.fail("list at least one algorithm");
+  if (asymmetric && j.jwks_file.empty() && j.jwks_url.empty()) {
+    algs.fail("an asymmetric algorithm needs jwks_file or jwks_url");
+  }
+  if (!j.jwks_file.empty() && !j.jwks_url.empty()) {
+    n.fail("give jwks_file or jwks_url, not both");
+  }
+  return j;
+}
+
+identity_config read_identity(const yaml_node& n, const std::string& file) {
+  n.expect_keys({"jwt"});
+  identity_config i;
+  if (auto j = n.get("jwt")) i.jwt = read_jwt(*j, file);
+  return i;
+}
+
 shutdown_config read_shutdown(const yaml_node& n) {
   n.expect_keys({"delay", "drain_timeout"});
   shutdown_config s;
@@ -500,7 +599,7 @@ gateway_config read_gateway(const std::string& path) {
   if (root.is_null()) root.fail("the file is empty");
   root.expect_keys({"listeners", "admin", "workers", "limits", "trusted_proxies", "upstreams",
                     "routes", "default_route", "policies", "pow", "store", "logging", "access",
-                    "shutdown"});
+                    "shutdown", "identity"});
   gateway_config g;
   g.file = path;
 
@@ -530,6 +629,7 @@ gateway_config read_gateway(const std::string& path) {
   if (auto l = root.get("logging")) g.logging = read_logging(*l, path);
   if (auto a = root.get("access")) g.access = read_access(*a);
   if (auto s = root.get("shutdown")) g.shutdown = read_shutdown(*s);
+  if (auto i = root.get("identity")) g.identity = read_identity(*i, path);
   return g;
 }
 

@@ -181,6 +181,36 @@ struct access_config {
   std::vector<core::cidr> deny;   ///< 403 "code":"denied", nothing upstream
 };
 
+/// Where a request's token is (docs/design.md §15): a header (Authorization's is "Bearer
+/// <token>", any other header's is the whole value) or a cookie.
+struct token_source {
+  bool cookie = false;                 ///< a cookie, not a header
+  std::string name = "Authorization";  ///< the header's or the cookie's name
+};
+
+/// `identity.jwt`: how requests' JSON Web Tokens are verified (docs/design.md §15).
+struct jwt_config {
+  token_source from;      ///< where the token is
+  std::string jwks_file;  ///< a JWK Set file (resolved path), or ""
+  std::string jwks;       ///< its text, read with the configuration (a reload re-reads it)
+  std::string jwks_url;   ///< a JWK Set fetched over HTTP(S), or ""
+  core::duration jwks_refresh = std::chrono::minutes(10);  ///< how often jwks_url is fetched
+  std::string secret_env;                            ///< the variable holding the HS* secret, or ""
+  std::string issuer;                                ///< "iss" required when set
+  std::vector<std::string> audience;                 ///< "aud" must name one of these, when set
+  std::vector<std::string> algorithms;               ///< the allowed algorithms' names
+  core::duration leeway = std::chrono::seconds(30);  ///< for exp, nbf, iat
+  bool reject_invalid = true;                        ///< on_invalid: reject (401); false: anonymous
+  std::uint32_t cache_entries = 10'000;              ///< verified tokens remembered per worker
+  int line = 0;                                      ///< where `jwt` was written
+  int jwks_file_line = 0;                            ///< where jwks_file was written
+};
+
+/// `identity`: how a request's consumer is known beyond its address.
+struct identity_config {
+  std::optional<jwt_config> jwt;  ///< verified tokens, when configured
+};
+
 /// What SIGTERM does: readiness fails at once, serving goes on for `delay` (load balancers
 /// and Kubernetes stop sending), then the listeners close and requests in flight get up to
 /// `drain_timeout` to finish.
@@ -207,6 +237,7 @@ struct gateway_config {
   logging_config logging;                   ///< logging
   access_config access;                     ///< allow and deny lists
   shutdown_config shutdown;                 ///< how SIGTERM drains
+  identity_config identity;                 ///< verified identities (docs/design.md §15)
 
   /// The upstream called `name`, or nullptr.
   const upstream_config* upstream(const std::string& name) const;

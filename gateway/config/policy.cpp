@@ -51,32 +51,76 @@ bool valid_key_name(const std::string& s) {
   });
 }
 
-/// The `key` of a limit: `global`, or one of `{header: NAME}`, `{query: NAME}`,
-/// `{cookie: NAME}`, `{bearer: true}`.
-void read_key(const yaml_node& n, limit_config& out) {
-  if (!n.is_map()) {
-    if (n.as_string() != "global")
-      n.fail("expected global, or a map with header, query, cookie or bearer");
-    out.key = core::key_source::global;
-    return;
+/// A claim path: names of `[A-Za-z0-9_:-]` joined by dots (`sub`, `org.plan`).
+bool valid_claim_path(const std::string& s) {
+  if (s.empty() || s.size() > 128 || s.front() == '.' || s.back() == '.') return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '.' && s[i + 1] == '.') return false;
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && c != '_' && c != '-' && c != ':' && c != '.') return false;
   }
-  n.expect_keys({"header", "query", "cookie", "bearer"});
+  return true;
+}
+
+/// One key: `global`, `individual`, `network`, or one of `{header: NAME}`, `{query: NAME}`,
+/// `{cookie: NAME}`, `{bearer: true}`, `{jwt_claim: PATH}`. `in_composite`: a part of a list.
+key_part_config read_key_part(const yaml_node& n, bool in_composite) {
+  if (!n.is_map()) {
+    const std::string word = n.as_string();
+    if (word == "individual") return {core::key_source::individual, {}};
+    if (word == "network") return {core::key_source::network, {}};
+    if (word == "global" && !in_composite) return {core::key_source::global, {}};
+    n.fail(in_composite ? "expected individual, network, or a map with header, query, cookie, "
+                          "bearer or jwt_claim"
+                        : "expected global, individual, network, a map with header, query, "
+                          "cookie, bearer or jwt_claim, or a list of these (a composite key)");
+  }
+  n.expect_keys({"header", "query", "cookie", "bearer", "jwt_claim"});
   const auto entries = n.entries();
-  if (entries.size() != 1) n.fail("name exactly one of header, query, cookie, bearer");
+  if (entries.size() != 1) n.fail("name exactly one of header, query, cookie, bearer, jwt_claim");
   const auto& [kind, value] = entries.front();
   if (kind == "bearer") {
     if (!value.as_bool()) value.fail("bearer: true is the only form");
-    out.key = core::key_source::bearer;
-    return;
+    return {core::key_source::bearer, {}};
   }
-  out.key_name = value.as_string();
+  key_part_config part{core::key_source::header, value.as_string()};
   if (kind == "header") {
-    out.key = core::key_source::header;
-    if (!valid_header_name(out.key_name)) value.fail("invalid header name '" + out.key_name + "'");
+    if (!valid_header_name(part.name)) value.fail("invalid header name '" + part.name + "'");
+    return part;
+  }
+  if (kind == "jwt_claim") {
+    part.source = core::key_source::claim;
+    if (!valid_claim_path(part.name)) {
+      value.fail("invalid claim path '" + part.name +
+                 "' (names of A-Z a-z 0-9 _ : - joined by dots)");
+    }
+    return part;
+  }
+  part.source = kind == "query" ? core::key_source::query : core::key_source::cookie;
+  if (!valid_key_name(part.name)) value.fail("invalid " + kind + " name '" + part.name + "'");
+  return part;
+}
+
+/// The `key` of a limit: one part, or a list of two to four (docs/design.md §15: one bucket per
+/// combination; a request missing any part is not limited by it).
+void read_key(const yaml_node& n, limit_config& out) {
+  if (!n.is_sequence()) {
+    const key_part_config part = read_key_part(n, false);
+    out.key = part.source;
+    out.key_name = part.name;
     return;
   }
-  out.key = kind == "query" ? core::key_source::query : core::key_source::cookie;
-  if (!valid_key_name(out.key_name)) value.fail("invalid " + kind + " name '" + out.key_name + "'");
+  const auto items = n.items();
+  if (items.size() < 2 || items.size() > 4) n.fail("a composite key has two to four parts");
+  out.key = core::key_source::composite;
+  for (const yaml_node& i : items) {
+    key_part_config part = read_key_part(i, true);
+    for (const key_part_config& p : out.parts) {
+      if (p.source == part.source && p.name == part.name) i.fail("a part named twice");
+    }
+    out.parts.push_back(std::move(part));
+  }
 }
 
 /// One entry of a category's `limits`: an address level by its own name; the older spellings
@@ -104,7 +148,8 @@ limit_config read_limit(const std::string& name, const yaml_node& n) {
     const auto key = n.get("key");
     if (!key) {
       n.fail("limit '" + name +
-             "' needs a key (header, query, cookie, bearer or global), or the name of an "
+             "' needs a key (header, query, cookie, bearer, jwt_claim, individual, network or "
+             "global, or a list of these), or the name of an "
              "address level (ipv4_individual, ipv4_network, ipv6_subnet, ipv6_provider)");
     }
     read_key(*key, out);
@@ -402,6 +447,11 @@ policy_config finish(loader& ld) {
   if (!ld.violation_files.contains("pow_failed")) {
     ld.policy.violations.push_back({"pow_failed", false, true, std::nullopt});
   }
+  // A refused token always raises token_invalid (docs/design.md §15); by default on the
+  // individual level only: one client's bad tokens say nothing of its neighbours.
+  if (!ld.violation_files.contains("token_invalid")) {
+    ld.policy.violations.push_back({"token_invalid", true, false, std::nullopt});
+  }
   return std::move(ld.policy);
 }
 
@@ -445,6 +495,10 @@ std::vector<std::string> coverage_warnings(const policy_config& policy) {
       if (l.shadow) continue;
       global |= l.key == core::key_source::global;
       if (l.key == core::key_source::address) (core::is_v4(l.address_level) ? v4 : v6) = true;
+      // Keyed on the individual or network level, whichever the family: every client.
+      if (l.key == core::key_source::individual || l.key == core::key_source::network) {
+        v4 = v6 = true;
+      }
     }
     if (global || (v4 && v6)) continue;
     if (out.size() == max_coverage_warnings) {

@@ -21,12 +21,20 @@ struct tier_config {
   std::uint32_t burst = 0;  ///< requests admitted at once, 1..1000000
 };
 
+/// One part of a limit's key: where it comes from and the header, parameter, cookie or claim
+/// path it names ("" for bearer, individual and network).
+struct key_part_config {
+  core::key_source source = core::key_source::header;
+  std::string name;
+};
+
 /// One limit of a category: a name, a key and tiers; either tier may be left out.
 struct limit_config {
   std::string name;                                  ///< an address level's name, or the operator's
   core::key_source key = core::key_source::address;  ///< where its key comes from
   core::level address_level = core::level::ipv4_individual;  ///< key address: which level
-  std::string key_name;                 ///< header, query parameter or cookie name
+  std::string key_name;                 ///< header, query parameter, cookie or claim name
+  std::vector<key_part_config> parts;   ///< key composite: its parts, in order
   std::optional<tier_config> tiers[2];  ///< indexed by core::tier
   bool shadow = false;                  ///< evaluated but not enforced (docs/design.md §12)
   int line = 0;                         ///< where it was written

@@ -26,17 +26,22 @@ inline constexpr std::size_t address_level_count = level_count;
 /// Where a limit's key comes from (docs/design.md §3, "keys as data"): read from configuration,
 /// used by the limiter.
 enum class key_source : std::uint8_t {
-  address,  ///< the client address masked to an address level's prefix
-  header,   ///< a request header's value, hashed
-  query,    ///< a query parameter's value (percent-decoded), hashed
-  cookie,   ///< a cookie's value, hashed
-  bearer,   ///< the token of `Authorization: Bearer`, hashed
-  global,   ///< one key for every request of the category
+  address,     ///< the client address masked to an address level's prefix
+  header,      ///< a request header's value, hashed
+  query,       ///< a query parameter's value (percent-decoded), hashed
+  cookie,      ///< a cookie's value, hashed
+  bearer,      ///< the token of `Authorization: Bearer`, hashed
+  global,      ///< one key for every request of the category
+  claim,       ///< a claim of the request's verified token (docs/design.md §15), hashed
+  individual,  ///< the client's individual address level (/32 or /64), whichever its family
+  network,     ///< the client's network address level (/24 or /48), whichever its family
+  composite,   ///< several of the above together: one key per combination
 };
 
 /// Configuration name of a key source ("header", "global", ...).
 constexpr std::string_view source_name(key_source s) noexcept {
-  constexpr std::string_view names[] = {"address", "header", "query", "cookie", "bearer", "global"};
+  constexpr std::string_view names[] = {"address", "header", "query",      "cookie",  "bearer",
+                                        "global",  "claim",  "individual", "network", "composite"};
   return names[static_cast<std::size_t>(s)];
 }
 

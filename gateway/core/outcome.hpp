@@ -17,16 +17,17 @@ enum class outcome : std::uint8_t {
   banned,          ///< 403: banned
   shadow_limited,  ///< forwarded: only a shadowed limit would have rejected it
   error,           ///< 503: the limiter store did not answer
-  denied           ///< 403: on the access deny list
+  denied,          ///< 403: on the access deny list
+  unauthorized     ///< 401: its token was refused (docs/design.md §15, on_invalid: reject)
 };
 /// Number of outcomes.
-inline constexpr std::size_t outcome_count = 8;
+inline constexpr std::size_t outcome_count = 9;
 
 /// The label of `o`, as metrics and the access log write it.
 constexpr std::string_view outcome_name(outcome o) noexcept {
   constexpr std::string_view names[outcome_count] = {"allowed",    "limited", "challenged",
                                                      "pow_passed", "banned",  "shadow_limited",
-                                                     "error",      "denied"};
+                                                     "error",      "denied",  "unauthorized"};
   return names[static_cast<std::size_t>(o)];
 }
 

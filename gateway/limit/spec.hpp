@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gateway/limit/gcra.hpp"
 #include "gateway/limit/levels.hpp"
@@ -20,6 +21,15 @@ inline constexpr std::uint8_t keyed_table = 4;
 /// Number of such tables.
 inline constexpr std::size_t table_count = 5;
 
+/// One part of a limit's key: where it comes from and its name. A plain limit has one; a
+/// composite key (`key: [ {header: X-Api-Key}, individual ]`) several.
+struct key_part {
+  key_source source = key_source::header;  ///< header, query, cookie, bearer, claim, individual
+                                           ///< or network
+  std::string name;                        ///< header (lower case), parameter, cookie or claim
+  std::int16_t claim = -1;                 ///< claim: its index among the verifier's paths
+};
+
 /// One limit of one category, compiled. Owned by the configuration snapshot; requests point
 /// at it.
 struct limit_spec {
@@ -27,7 +37,8 @@ struct limit_spec {
   std::string state_name;  ///< stable name of its state: "auth/per_api_key/header:x-api-key"
   key_source source = key_source::address;       ///< where its key comes from
   level address_level = level::ipv4_individual;  ///< which prefix, when keyed on the address
-  std::string key_name;                ///< header (lower case), query parameter or cookie name
+  std::string key_name;         ///< header (lower case), query parameter, cookie or claim name
+  std::vector<key_part> parts;  ///< the key's parts (composite: several; else one)
   std::array<gcra_params, 2> tiers{};  ///< by tier; burst 0: tier not configured
   std::uint32_t scope = 0;             ///< scope_of(state_name): names its state in tables
   bool shadow = false;                 ///< evaluated, never enforced (docs/design.md §12)

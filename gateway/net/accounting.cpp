@@ -95,6 +95,9 @@ void apply_effects(worker& w, const request_in_hand& r) {
   if (fx.gate.pow_failed) {
     record_violation(w, snap, a.who, snap.policy.violations().pow_failed, a.gate.now);
   }
+  if (fx.token_invalid) {
+    record_violation(w, snap, a.who, snap.policy.violations().token_invalid, a.gate.now);
+  }
   if (fx.outcome == core::outcome::challenged) w.counters.pow_challenges[c].add();
   if (fx.upgrade_refused) count_refused_upgrade(w, r, refusal_of(fx.outcome));
   if (a.verdict.limits_checked) count_limits(w, r, category, c);

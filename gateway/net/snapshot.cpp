@@ -1,5 +1,7 @@
 #include "gateway/net/snapshot.hpp"
 
+#include "gateway/identity/setup.hpp"
+
 #include <atomic>
 
 #include <boost/asio/ssl/context.hpp>
@@ -74,6 +76,7 @@ snapshot::snapshot(config::gateway_config c, core::siphash_key key, metrics::reg
       policy(config.policy, key),
       router(config, policy),
       page(config.pow.page),
+      jwt(identity::make_verifier(config, policy.claim_paths())),
       upstream_endpoints(resolve_all(config)),
       tls(make_tls_contexts(config)) {
   static std::atomic<std::uint64_t> generations{0};

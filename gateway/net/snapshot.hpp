@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gateway/config/gateway.hpp"
+#include "gateway/identity/jwt.hpp"
 #include "gateway/metrics/exposition.hpp"
 #include "gateway/net/asio.hpp"
 #include "gateway/policy/challenge_page.hpp"
@@ -27,10 +28,14 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(const config:
 /// The gateway configuration, compiled.
 /// Thread safety: immutable; shared by every worker.
 struct snapshot {
-  config::gateway_config config;                               ///< as loaded
-  policy::compiled_policy policy;                              ///< limits per category
-  policy::router router;                                       ///< routes
-  policy::challenge_page page;                                 ///< the browsers' 428 page
+  config::gateway_config config;   ///< as loaded
+  policy::compiled_policy policy;  ///< limits per category
+  policy::router router;           ///< routes
+  policy::challenge_page page;     ///< the browsers' 428 page
+  /// Verifies tokens (identity.jwt, docs/design.md §15); null without one. Shared with the
+  /// snapshot before when the key set comes from an unchanged jwks_url, whose fetcher keeps
+  /// its keys fresh.
+  std::shared_ptr<identity::verifier> jwt;
   std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  ///< per upstream, resolved
   std::vector<std::uint16_t> category_metric;  ///< metric label index per compiled category
   std::vector<std::uint16_t> upstream_metric;  ///< metric label index per upstream

@@ -5,10 +5,12 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "gateway/core/clock.hpp"
 #include "gateway/core/log_file.hpp"
+#include "gateway/identity/token_cache.hpp"
 #include "gateway/limit/top_limited.hpp"
 #include "gateway/metrics/counters.hpp"
 #include "gateway/net/address_slots.hpp"
@@ -60,7 +62,11 @@ struct worker_count {
 /// One worker thread.
 /// Thread safety: everything but `io` is touched only from `io`'s thread.
 struct worker {
-  explicit worker(shared_state& s) : shared(s) {}
+  explicit worker(shared_state& s) : shared(s) {
+    std::random_device random;
+    token_key_ = {(std::uint64_t{random()} << 32) | random(),
+                  (std::uint64_t{random()} << 32) | random()};
+  }
   // Members that sessions touch as they end come before `io`: the io_context is destroyed
   // last, and with it the frames of the sessions still suspended on it (a stop), whose
   // destructors give back scratch, leave the idle list and count the connection closed.
@@ -102,6 +108,19 @@ struct worker {
     return *relay_;
   }
 
+  /// This worker's memory of verified tokens under snapshot `s`'s identity.jwt, or null
+  /// when it has none (made at the first token, of the size configured).
+  identity::token_cache* token_cache_for(const snapshot& s) {
+    if (!s.jwt) return nullptr;
+    const std::size_t capacity = s.config.identity.jwt->cache_entries;
+    if (!tokens_ || tokens_capacity_ != capacity) {
+      tokens_ = std::make_unique<identity::token_cache>(capacity, token_key_);
+      tokens_capacity_ = capacity;
+    }
+    return tokens_.get();
+  }
+  core::siphash_key token_key_{};  ///< keys the token cache's hash (random, set at start)
+
   /// Adopts `s` (call on this worker's thread).
   void adopt(std::shared_ptr<const snapshot> s) {
     auto holder = std::make_shared<std::shared_ptr<const snapshot>>(std::move(s));
@@ -110,6 +129,8 @@ struct worker {
 
  private:
   std::unique_ptr<std::array<char, 64 * 1024>> relay_;  ///< see relay_buffer
+  std::unique_ptr<identity::token_cache> tokens_;       ///< see token_cache_for
+  std::size_t tokens_capacity_ = 0;                     ///< its capacity
 };
 
 /// Closes a connection just accepted, cheaply (a reset: no lingering state on either side),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <map>
 
 #include "gateway/config/error.hpp"
@@ -24,6 +25,16 @@ std::string state_name(const std::string& category, const limit::limit_spec& s,
   std::string name = category + "/" + s.name + "/";
   if (s.source == key_source::address)
     return name + std::to_string(limit::prefix_of(s.address_level, p));
+  if (s.source == key_source::composite) {
+    // "api/per_key_address/composite:header:x-api-key+individual"
+    name += "composite:";
+    for (std::size_t i = 0; i < s.parts.size(); ++i) {
+      if (i > 0) name += '+';
+      name += limit::source_name(s.parts[i].source);
+      if (!s.parts[i].name.empty()) name += ":" + s.parts[i].name;
+    }
+    return name;
+  }
   name += limit::source_name(s.source);
   if (!s.key_name.empty()) name += ":" + s.key_name;
   return name;
@@ -36,9 +47,20 @@ limit::limit_spec compile_limit(const config::category_config& cc, const config:
   s.source = lc.key;
   s.address_level = lc.address_level;
   s.key_name = lc.key_name;
+  if (s.source == key_source::composite) {
+    for (const config::key_part_config& p : lc.parts)
+      s.parts.push_back({p.source, p.name, -1});
+  } else if (s.source != key_source::address && s.source != key_source::global) {
+    s.parts.push_back({s.source, s.key_name, -1});
+  }
   // Header names compare without case, so their state name is spelled one way.
   if (s.source == key_source::header) {
     std::transform(s.key_name.begin(), s.key_name.end(), s.key_name.begin(), core::ascii_lower);
+  }
+  for (limit::key_part& p : s.parts) {
+    if (p.source == key_source::header) {
+      std::transform(p.name.begin(), p.name.end(), p.name.begin(), core::ascii_lower);
+    }
   }
   for (int t = 0; t < 2; ++t) {
     if (lc.tiers[t]) s.tiers[t] = limit::make_params(lc.tiers[t]->rate, lc.tiers[t]->burst);
@@ -62,23 +84,39 @@ std::vector<const limit::limit_spec*> family_limits(const category_limits& c, in
   return limits;
 }
 
-/// Every limit's value of the request; "" when the request lacks it.
-std::string_view value_of(const limit::limit_spec& s, const key_sources& keys, std::string& query) {
-  switch (s.source) {
+/// The value of key part `p` of the request; "" when the request lacks it.
+std::string_view value_of(const limit::key_part& p, const key_sources& keys, std::string& query) {
+  switch (p.source) {
     case key_source::header:
-      return keys.header(keys.context, s.key_name);
+      return keys.header(keys.context, p.name);
     case key_source::query:
-      return query_value(keys.target, s.key_name, query) ? std::string_view(query)
-                                                         : std::string_view();
+      return query_value(keys.target, p.name, query) ? std::string_view(query) : std::string_view();
     case key_source::cookie:
-      return cookie_value(keys.header(keys.context, "cookie"), s.key_name);
+      return cookie_value(keys.header(keys.context, "cookie"), p.name);
     case key_source::bearer:
       return core::bearer_token(keys.header(keys.context, "authorization"));
-    case key_source::address:
-    case key_source::global:
+    case key_source::claim:
+      return keys.claims != nullptr && p.claim >= 0 &&
+                     static_cast<std::size_t>(p.claim) < keys.claims->size()
+                 ? std::string_view((*keys.claims)[static_cast<std::size_t>(p.claim)])
+                 : std::string_view();
+    default:
       break;
   }
   return {};
+}
+
+/// Whether a key part is the client's address level.
+constexpr bool is_address_part(key_source s) noexcept {
+  return s == key_source::individual || s == key_source::network;
+}
+
+/// The stored key of an address level's key `key` of level `l`, as a keyed limit's key.
+std::uint64_t address_part(std::uint64_t key, level l, const core::siphash_key& secret) {
+  char bytes[9];
+  std::memcpy(bytes, &key, 8);
+  bytes[8] = static_cast<char>(l);
+  return core::siphash13(std::string_view(bytes, 9), secret);
 }
 
 }  // namespace
@@ -96,6 +134,9 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
     for (std::size_t i = 0; i < cc.limits.size(); ++i) {
       const config::limit_config& lc = cc.limits[i];
       limit::limit_spec s = compile_limit(cc, lc, i, prefixes_);
+      for (limit::key_part& p : s.parts) {
+        if (p.source == key_source::claim) p.claim = static_cast<std::int16_t>(claim_index(p.name));
+      }
       const auto [at, fresh] = scopes.emplace(s.scope, s.state_name);
       if (!fresh) {
         throw config::error(
@@ -146,18 +187,58 @@ limit::limit_request compiled_policy::request(const category_limits& c,
   std::string query;  // a decoded query value (short ones stay in the string's own buffer)
   for (const std::uint8_t i : c.keyed) {
     const limit::limit_spec& s = c.limits[i];
+    std::uint64_t key = 0;
     if (s.source == key_source::global) {
       r.groups[r.group_count++] = {&s, 0};
       continue;
     }
-    const std::string_view value = value_of(s, keys, query);
-    if (value.empty()) {
+    if (s.parts.size() == 1 && !is_address_part(s.parts[0].source)) {
+      const std::string_view value = value_of(s.parts[0], keys, query);
+      if (value.empty()) {
+        unkeyed |= 1u << i;
+        continue;
+      }
+      key = key_of(value);
+    } else if (!composite_key(s, k, keys, query, key)) {
       unkeyed |= 1u << i;
       continue;
     }
-    r.groups[r.group_count++] = {&s, key_of(value)};
+    r.groups[r.group_count++] = {&s, key};
   }
   return r;
+}
+
+int compiled_policy::claim_index(std::string_view path) {
+  for (std::size_t i = 0; i < claim_paths_.size(); ++i) {
+    if (claim_paths_[i] == path) return static_cast<int>(i);
+  }
+  claim_paths_.emplace_back(path);
+  return static_cast<int>(claim_paths_.size() - 1);
+}
+
+bool compiled_policy::composite_key(const limit::limit_spec& s, const limit::address_keys& k,
+                                    const key_sources& keys, std::string& query,
+                                    std::uint64_t& key) const {
+  // The parts' stored keys, hashed together: one bucket per combination.
+  std::array<std::uint64_t, 4> parts{};
+  const std::size_t n = std::min(s.parts.size(), parts.size());
+  for (std::size_t p = 0; p < n; ++p) {
+    const limit::key_part& part = s.parts[p];
+    if (part.source == key_source::individual) {
+      parts[p] = address_part(k.fine_key, k.fine, key_secret_);
+    } else if (part.source == key_source::network) {
+      parts[p] = address_part(k.coarse_key, k.coarse, key_secret_);
+    } else {
+      const std::string_view value = value_of(part, keys, query);
+      if (value.empty()) return false;
+      parts[p] = key_of(value);
+    }
+  }
+  key = n == 1 ? parts[0]
+               : core::siphash13(std::string_view(reinterpret_cast<const char*>(parts.data()),
+                                                  n * sizeof(std::uint64_t)),
+                                 key_secret_);
+  return true;
 }
 
 }  // namespace tollgate::policy

@@ -51,6 +51,9 @@ struct key_sources {
   std::string_view (*header)(const void* context, std::string_view name) = nullptr;
   const void* context = nullptr;  ///< passed to `header`
   std::string_view target;        ///< the request target, for query parameters
+  /// The values of the verified token's claims (compiled_policy::claim_paths order), or null
+  /// for a request without a verified identity.
+  const std::vector<std::string>* claims = nullptr;
 };
 
 /// Every category of a policy, compiled.
@@ -77,13 +80,25 @@ class compiled_policy {
                                const key_sources& keys, std::uint32_t cost, core::nanos now,
                                std::uint32_t& unkeyed) const;
 
+  /// The claim paths its limits key on (docs/design.md §15), "sub" first: what the token
+  /// verifier reads from every token, in this order.
+  const std::vector<std::string>& claim_paths() const noexcept { return claim_paths_; }
+
   /// The stored key of `value` for a limit keyed on a header, query, cookie or bearer token.
   std::uint64_t key_of(std::string_view value) const noexcept {
     return core::siphash13(value, key_secret_);
   }
 
  private:
-  std::vector<category_limits> categories_;  ///< in policy order
+  /// The index of claim path `path` in claim_paths_, added if new.
+  int claim_index(std::string_view path);
+  /// The key of a limit keyed on the client's address level or on several parts; false when
+  /// the request lacks a part.
+  bool composite_key(const limit::limit_spec& s, const limit::address_keys& k,
+                     const key_sources& keys, std::string& query, std::uint64_t& key) const;
+
+  std::vector<category_limits> categories_;      ///< in policy order
+  std::vector<std::string> claim_paths_{"sub"};  ///< see claim_paths
   /// Index of categories_ by name (each route is resolved through it at load).
   std::unordered_map<std::string, std::size_t, core::name_hash, std::equal_to<>> by_name_;
   limit::level_prefixes prefixes_;  ///< address level prefixes

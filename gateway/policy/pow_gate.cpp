@@ -24,6 +24,7 @@ violation_rules compile_violations(const config::policy_config& p) {
       r.ban_max_duration = v.ban->max_duration.count();
     }
     if (v.name == "pow_failed") out.pow_failed = out.names.size();
+    if (v.name == "token_invalid") out.token_invalid = out.names.size();
     out.by_name.emplace(v.name, out.names.size());
     out.names.push_back(v.name);
     out.rules.push_back(r);

@@ -137,8 +137,12 @@ TEST_CASE("the exposition of a populated counter set is the golden text", "[metr
 
   const auto w1 = worker(1), w2 = worker(10);
   const std::string text = metrics::render({w1.get(), w2.get()}, r, values);
-  CHECK(without_process_values(text) ==
-        read_file(std::string(TOLLGATE_SOURCE_DIR) + "/tests/unit/golden/exposition.txt"));
+  const std::string golden = std::string(TOLLGATE_SOURCE_DIR) + "/tests/unit/golden/exposition.txt";
+  // TOLLGATE_UPDATE_GOLDEN=1 writes the text as the new golden one (review its diff).
+  if (std::getenv("TOLLGATE_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(golden, std::ios::binary) << without_process_values(text);
+  }
+  CHECK(without_process_values(text) == read_file(golden));
 }
 
 TEST_CASE("without the Redis store there are no store families", "[metrics]") {

@@ -133,8 +133,8 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
       {"categories:\n  auth:\n    limits:\n      ipv4_indiviual: { short: { rate: 1/s, burst: 1 } "
        "}\n",
        "p.yaml:4: categories.auth.limits.ipv4_indiviual: limit 'ipv4_indiviual' needs a key "
-       "(header, "
-       "query, cookie, bearer or global), or the name of an address level (ipv4_individual, "
+       "(header, query, cookie, bearer, jwt_claim, individual, network or global, or a list of "
+       "these), or the name of an address level (ipv4_individual, "
        "ipv4_network, ipv6_subnet, ipv6_provider)"},
       {"categories:\n  auth:\n    limits:\n      identity: { short: { rate: 1/s, burst: 1 } }\n",
        "p.yaml:4: categories.auth.limits.identity.header: missing required key"},
