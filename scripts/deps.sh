@@ -11,10 +11,11 @@ tollgate_run_packages=(
 )
 # The tests and benchmarks on top: Catch2 and Google Benchmark for their build, the processes
 # and tools the tests start (promtool from prometheus, nginx, Redis, headless Chromium, node,
-# systemd-analyze from systemd, which installs in a container too, where it is not PID 1).
+# systemd-analyze from systemd, which installs in a container too, where it is not PID 1;
+# python3-jwt, the tokens of the identity tests, made by a library that is not ours).
 tollgate_test_packages=(
   catch2 libbenchmark-dev prometheus nginx-light redis-server redis-tools python3-yaml chromium
-  nodejs systemd
+  nodejs systemd python3-jwt python3-cryptography
 )
 # `kubectl kustomize` for tests/deploy: Debian's kubectl, only when there is none, since a
 # kubectl from another package (Google's, Kubernetes' own) conflicts with it.

@@ -204,6 +204,8 @@ void begin(const request_view& v, record& r) {
   r.unkeyed = 0;
   r.identity.reset();
   r.token = identity::failure::none;
+  r.token_checked = false;
+  r.token_cached = false;
   r.exempt = false;
   r.upgrade = v.upgrade;
   r.tls = v.tls;
@@ -302,6 +304,8 @@ step admit(const setting& s, const request_view& v, record& r) {
       }
       r.token = t.why;
       r.identity = std::move(t.verified);
+      r.token_checked = true;
+      r.token_cached = t.cached;
       if (r.token != identity::failure::none && s.config.identity.jwt->reject_invalid) {
         return unauthorized(s, r);
       }

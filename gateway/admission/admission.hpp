@@ -80,14 +80,16 @@ struct record {
   /// The verified token's claims (docs/design.md §15); null: anonymous.
   std::shared_ptr<const identity::claims> identity;
   identity::failure token = identity::failure::none;  ///< why its token was refused, if it was
-  policy::gate_input gate;                            ///< what the gate was told
-  policy::gate_verdict verdict;                       ///< what the gate answered
-  limit::limit_request limits;                        ///< what the store is asked (step ask_store)
-  limit::decision decision;                           ///< the store's decision on them
-  std::uint32_t unkeyed = 0;                          ///< slots of limits whose key it lacks
-  bool exempt = false;                                ///< on the access allow list
-  bool upgrade = false;                               ///< a WebSocket upgrade
-  bool tls = false;                                   ///< came over TLS
+  bool token_checked = false;                         ///< it carried a token, which was checked
+  bool token_cached = false;                 ///< and answered from the worker's memory of tokens
+  policy::gate_input gate;                   ///< what the gate was told
+  policy::gate_verdict verdict;              ///< what the gate answered
+  limit::limit_request limits;               ///< what the store is asked (step ask_store)
+  limit::decision decision;                  ///< the store's decision on them
+  std::uint32_t unkeyed = 0;                 ///< slots of limits whose key it lacks
+  bool exempt = false;                       ///< on the access allow list
+  bool upgrade = false;                      ///< a WebSocket upgrade
+  bool tls = false;                          ///< came over TLS
   bool pow_cookie = false;                   ///< carried the proof cookie: the answer clears it
   const policy::cors_rules* cors = nullptr;  ///< its category's CORS, when the gateway owns it
   std::string_view cors_origin;              ///< its Origin when `cors` allows it; else ""

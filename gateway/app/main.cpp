@@ -8,12 +8,14 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "gateway/app/serve.hpp"
 #include "gateway/app/simulate.hpp"
 #include "gateway/app/store_setup.hpp"
 #include "gateway/config/error.hpp"
 #include "gateway/config/gateway.hpp"
+#include "gateway/identity/setup.hpp"
 #include "gateway/net/snapshot.hpp"
 #include "gateway/policy/challenge_page.hpp"
 #include "gateway/pow/challenge.hpp"
@@ -42,6 +44,10 @@ int check_config(const std::string& path) {
     const auto g = config::load_gateway(path);
     net::make_tls_contexts(g);                      // certificates and keys load
     const policy::challenge_page page(g.pow.page);  // the page template compiles
+    std::vector<std::string> skipped;               // the JWK Set reads, the secret is set
+    identity::make_verifier(g, {}, &skipped);
+    for (const auto& k : skipped)
+      std::fprintf(stderr, "warning: identity.jwt.jwks_file: left out: %s\n", k.c_str());
     try {
       app::check_store(g.store);
     } catch (const std::runtime_error& e) {

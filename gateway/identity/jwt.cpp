@@ -22,9 +22,9 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::string_view names[algorithm_count] = {
-    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256",
-    "ES384", "ES512", "EdDSA", "HS256", "HS384", "HS512"};
+constexpr std::string_view names[algorithm_count] = {"RS256", "RS384", "RS512", "PS256", "PS384",
+                                                     "PS512", "ES256", "ES384", "ES512", "EdDSA",
+                                                     "HS256", "HS384", "HS512"};
 
 enum family : std::uint8_t { rsa, p256, p384, p521, ed25519 };
 
@@ -131,7 +131,8 @@ pkey_ptr rsa_key(const json::object& k) {
   const std::string e = member_bytes(k, "e");
   if (n.size() < 256) throw std::runtime_error("RSA key under 2048 bits");
   return from_params("RSA", [&](OSSL_PARAM_BLD* bld, std::vector<BIGNUM*>& bns) {
-    for (const auto& [name, bytes] : {std::pair{OSSL_PKEY_PARAM_RSA_N, &n}, {OSSL_PKEY_PARAM_RSA_E, &e}}) {
+    for (const auto& [name, bytes] :
+         {std::pair{OSSL_PKEY_PARAM_RSA_N, &n}, {OSSL_PKEY_PARAM_RSA_E, &e}}) {
       BIGNUM* b = BN_bin2bn(reinterpret_cast<const unsigned char*>(bytes->data()),
                             static_cast<int>(bytes->size()), nullptr);
       if (b == nullptr) return false;
@@ -172,7 +173,8 @@ jwk read_jwk(const json::object& k) {
   const std::string_view kty = string_of(k, "kty");
   const std::string_view alg = string_of(k, "alg");
   if (!alg.empty()) {
-    if (!algorithm_of(alg, out.alg)) throw std::runtime_error("unknown alg \"" + std::string(alg) + "\"");
+    if (!algorithm_of(alg, out.alg))
+      throw std::runtime_error("unknown alg \"" + std::string(alg) + "\"");
     if (is_hmac(out.alg)) throw std::runtime_error("HMAC keys come from secret_env only");
     out.alg_fixed = true;
   }
@@ -192,7 +194,10 @@ jwk read_jwk(const json::object& k) {
       throw std::runtime_error("unknown curve \"" + std::string(crv) + "\"");
     }
     out.key = ec_key(k, out.family);
-    if (!out.alg_fixed) out.alg = out.family == p256 ? algorithm::ES256 : out.family == p384 ? algorithm::ES384 : algorithm::ES512;
+    if (!out.alg_fixed)
+      out.alg = out.family == p256   ? algorithm::ES256
+                : out.family == p384 ? algorithm::ES384
+                                     : algorithm::ES512;
   } else if (kty == "OKP") {
     if (string_of(k, "crv") != "Ed25519") throw std::runtime_error("OKP key not on Ed25519");
     out.family = ed25519;
@@ -212,8 +217,10 @@ bool ecdsa_der(std::string_view rs, std::size_t n, std::string& der) {
   if (rs.size() != 2 * n) return false;
   ECDSA_SIG* sig = ECDSA_SIG_new();
   if (sig == nullptr) return false;
-  BIGNUM* r = BN_bin2bn(reinterpret_cast<const unsigned char*>(rs.data()), static_cast<int>(n), nullptr);
-  BIGNUM* s = BN_bin2bn(reinterpret_cast<const unsigned char*>(rs.data() + n), static_cast<int>(n), nullptr);
+  BIGNUM* r =
+      BN_bin2bn(reinterpret_cast<const unsigned char*>(rs.data()), static_cast<int>(n), nullptr);
+  BIGNUM* s = BN_bin2bn(reinterpret_cast<const unsigned char*>(rs.data() + n), static_cast<int>(n),
+                        nullptr);
   bool ok = false;
   if (r != nullptr && s != nullptr && ECDSA_SIG_set0(sig, r, s) == 1) {
     r = s = nullptr;  // owned by sig now
@@ -250,10 +257,9 @@ bool verify_signature(algorithm a, EVP_PKEY* key, std::uint8_t f, std::string_vi
   } else if (ok && f == rsa) {
     ok = EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) == 1;
   }
-  ok = ok && EVP_DigestVerify(ctx, reinterpret_cast<const unsigned char*>(signature.data()),
-                              signature.size(),
-                              reinterpret_cast<const unsigned char*>(input.data()),
-                              input.size()) == 1;
+  ok = ok && EVP_DigestVerify(
+                 ctx, reinterpret_cast<const unsigned char*>(signature.data()), signature.size(),
+                 reinterpret_cast<const unsigned char*>(input.data()), input.size()) == 1;
   EVP_MD_CTX_free(ctx);
   return ok;
 }
@@ -263,8 +269,8 @@ bool verify_hmac(algorithm a, std::string_view secret, std::string_view input,
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (HMAC(digest_of(a), secret.data(), static_cast<int>(secret.size()),
-           reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &len) ==
-      nullptr) {
+           reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac,
+           &len) == nullptr) {
     return false;
   }
   return signature.size() == len && CRYPTO_memcmp(mac, signature.data(), len) == 0;
@@ -279,8 +285,9 @@ bool numeric_date(const json::object& o, std::string_view name, std::int64_t& ou
   if (v->is_int64()) {
     out = v->get_int64();
   } else if (v->is_uint64()) {
-    out = v->get_uint64() > static_cast<std::uint64_t>(INT64_MAX / 2) ? INT64_MAX / 2
-                                                                       : static_cast<std::int64_t>(v->get_uint64());
+    out = v->get_uint64() > static_cast<std::uint64_t>(INT64_MAX / 2)
+              ? INT64_MAX / 2
+              : static_cast<std::int64_t>(v->get_uint64());
   } else if (v->is_double()) {
     const double d = v->get_double();
     if (!(d > -1e15 && d < 1e15)) return false;
@@ -343,15 +350,6 @@ bool algorithm_of(std::string_view name, algorithm& out) noexcept {
     }
   }
   return false;
-}
-
-std::string_view failure_name(failure f) noexcept {
-  constexpr std::string_view words[] = {
-      "none",          "too_long",       "malformed",        "alg_none",
-      "alg_not_allowed", "unknown_kid",  "key_mismatch",     "bad_signature",
-      "expired",       "not_yet_valid",  "issued_in_future", "issuer",
-      "audience",      "bad_claim"};
-  return words[static_cast<std::size_t>(f)];
 }
 
 std::shared_ptr<const key_set> key_set::parse(std::string_view text,

@@ -12,11 +12,25 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/core/token_failure.hpp"
+
 namespace tollgate::identity {
 
 /// The signature algorithms a configuration may list (`algorithms:`). `none` is not one.
 enum class algorithm : std::uint8_t {
-  RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA, HS256, HS384, HS512
+  RS256,
+  RS384,
+  RS512,
+  PS256,
+  PS384,
+  PS512,
+  ES256,
+  ES384,
+  ES512,
+  EdDSA,
+  HS256,
+  HS384,
+  HS512
 };
 inline constexpr std::size_t algorithm_count = 13;
 /// Its name in a token's header ("RS256").
@@ -29,33 +43,20 @@ constexpr bool is_hmac(algorithm a) noexcept {
 }
 
 /// Why a token was refused: the `reason` of a 401's problem body.
-enum class failure : std::uint8_t {
-  none,            ///< verified
-  too_long,        ///< over max_token_bytes
-  malformed,       ///< not three base64url parts, or a part that is not a JSON object
-  alg_none,        ///< "alg": "none" (always refused)
-  alg_not_allowed, ///< an algorithm not listed, or HS* without a secret
-  unknown_kid,     ///< no key of the set has its "kid" (or, without one, no single key fits)
-  key_mismatch,    ///< the key named is not a key of its algorithm (algorithm confusion)
-  bad_signature,   ///< the signature does not verify
-  expired,         ///< past "exp" (with leeway)
-  not_yet_valid,   ///< before "nbf" (with leeway)
-  issued_in_future,///< "iat" after now (with leeway)
-  issuer,          ///< "iss" is not the configured issuer
-  audience,        ///< "aud" names none of the configured audiences
-  bad_claim        ///< a registered claim of the wrong type ("exp": "soon")
-};
-/// The reason's word, as the 401 body and the access log write it ("expired").
-std::string_view failure_name(failure f) noexcept;
+using failure = core::token_failure;
+/// The reason's word ("expired"; "verified" for none).
+constexpr std::string_view failure_name(failure f) noexcept {
+  return core::token_failure_name(f);
+}
 
 /// Tokens longer than this are refused unread (docs/design.md §15).
 inline constexpr std::size_t max_token_bytes = 8192;
 
 /// One verification key of a JWK Set.
 struct jwk {
-  std::string kid;      ///< "" when the key has none
-  algorithm alg{};      ///< the algorithm it is used with (its "alg", or implied by kty/crv)
-  bool alg_fixed = false;  ///< the key said its "alg": only that one
+  std::string kid;            ///< "" when the key has none
+  algorithm alg{};            ///< the algorithm it is used with (its "alg", or implied by kty/crv)
+  bool alg_fixed = false;     ///< the key said its "alg": only that one
   std::shared_ptr<void> key;  ///< EVP_PKEY (opaque here)
   std::uint8_t family = 0;    ///< 0 RSA, 1 EC P-256, 2 EC P-384, 3 EC P-521, 4 Ed25519
 };
@@ -87,12 +88,12 @@ struct claims {
 
 /// What the verifier is told.
 struct verifier_options {
-  std::vector<algorithm> algorithms;       ///< the allowed ones
-  std::string secret;                      ///< the HS* secret ("" : HS* refused)
-  std::string issuer;                      ///< "" : not checked
-  std::vector<std::string> audiences;      ///< empty: not checked; else "aud" must name one
-  std::int64_t leeway = 30;                ///< seconds, for exp, nbf, iat
-  std::vector<std::string> claim_paths;    ///< dotted paths to read ("sub", "org.plan")
+  std::vector<algorithm> algorithms;     ///< the allowed ones
+  std::string secret;                    ///< the HS* secret ("" : HS* refused)
+  std::string issuer;                    ///< "" : not checked
+  std::vector<std::string> audiences;    ///< empty: not checked; else "aud" must name one
+  std::int64_t leeway = 30;              ///< seconds, for exp, nbf, iat
+  std::vector<std::string> claim_paths;  ///< dotted paths to read ("sub", "org.plan")
 };
 
 /// Verifies tokens against one configuration and a key set that may be replaced (a JWKS URL

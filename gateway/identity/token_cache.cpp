@@ -27,7 +27,9 @@ token_result token_cache::check(const verifier& v, std::string_view token, std::
       if (expires == 0 || now <= expires) {
         ++hits_;
         order_.splice(order_.begin(), order_, it->second);
-        return e.result;
+        token_result r = e.result;
+        r.cached = true;
+        return r;
       }
     }
     order_.erase(it->second);  // stale: verified again below

@@ -19,6 +19,7 @@ namespace tollgate::identity {
 struct token_result {
   failure why = failure::none;             ///< none: verified
   std::shared_ptr<const claims> verified;  ///< its claims, when verified
+  bool cached = false;                     ///< answered from memory, no signature checked
 };
 
 /// Thread safety: none; one per worker thread.

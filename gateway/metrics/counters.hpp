@@ -14,6 +14,7 @@
 
 #include "gateway/core/outcome.hpp"
 #include "gateway/core/proof_failure.hpp"
+#include "gateway/core/token_failure.hpp"
 
 namespace tollgate::metrics {
 
@@ -74,6 +75,10 @@ constexpr std::size_t ws_close_slot(std::uint16_t code) noexcept {
 /// Label values of `result` of tollgate_pow_verifications_total, in the order of
 /// core::proof_failure (valid first): one list for the 428 body and the metric.
 inline constexpr auto verification_results = core::proof_failure_names;
+
+/// Label values of `result` of tollgate_token_checks_total: "cached" (found in a worker's
+/// memory of verified tokens, no signature checked), then core::token_failure's names.
+inline constexpr std::size_t token_result_count = 1 + core::token_failure_count;
 
 /// Most distinct names a label may take (categories, upstreams, listeners); more share "other".
 inline constexpr std::size_t max_names = 64;
@@ -177,6 +182,7 @@ struct worker_counters {
   std::array<counter, max_names> pow_challenges;  ///< [category] 428s issued
   std::array<counter, verification_results.size()> pow_verifications;  ///< [result]
   std::array<counter, max_names> violations;                           ///< [reason]
+  std::array<counter, token_result_count> token_checks;                ///< [result] tokens checked
   counter bans;                                                        ///< bans imposed
   std::array<counter, max_names> ws_opened;  ///< [category] WebSocket connections relayed
   std::array<counter, max_names> ws_closed;  ///< [category] of those, ended

@@ -132,6 +132,13 @@ const family_row rows[] = {
      .labels = {axis::verification},
      .read = [](const worker_counters& w,
                 const series_index& i) { return w.pow_verifications[i[0]].value(); }},
+    {.name = "tollgate_token_checks_total",
+     .help = "Tokens checked (docs/design.md §15): cached, answered from a worker's memory of "
+             "verified tokens; otherwise the signature was checked, and verified or why not.",
+     .labels = {axis::token_result},
+     .read = [](const worker_counters& w,
+                const series_index& i) { return w.token_checks[i[0]].value(); },
+     .only_counted = true},
     {.name = "tollgate_violations_total",
      .help = "Violations recorded, by reason.",
      .labels = {axis::reason},

@@ -49,8 +49,9 @@ enum class axis : std::uint8_t {
   table,            ///< `table`: every bounded table
   reload_result,    ///< `result`: success, failure
   admin_closed,     ///< `reason`: room, refused
+  token_result,     ///< `result` of tollgate_token_checks_total
 };
-inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::admin_closed) + 1;
+inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::token_result) + 1;
 
 /// Label indices of one series, by axis position in its family.
 using series_index = std::array<std::size_t, 4>;

@@ -95,6 +95,9 @@ void apply_effects(worker& w, const request_in_hand& r) {
   if (fx.gate.pow_failed) {
     record_violation(w, snap, a.who, snap.policy.violations().pow_failed, a.gate.now);
   }
+  if (a.token_checked) {
+    w.counters.token_checks[a.token_cached ? 0 : 1 + static_cast<std::size_t>(a.token)].add();
+  }
   if (fx.token_invalid) {
     record_violation(w, snap, a.who, snap.policy.violations().token_invalid, a.gate.now);
   }

@@ -1,5 +1,7 @@
 #include "gateway/net/snapshot.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "gateway/identity/setup.hpp"
 
 #include <atomic>
@@ -70,13 +72,27 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
   return out;
 }
 
+namespace {
+
+/// identity.jwt's verifier, the keys of its set it leaves out logged.
+std::shared_ptr<identity::verifier> make_jwt_verifier(const config::gateway_config& c,
+                                                      const policy::compiled_policy& p) {
+  std::vector<std::string> skipped;
+  auto v = identity::make_verifier(c, p.claim_paths(), &skipped);
+  for (const std::string& s : skipped)
+    spdlog::warn("identity.jwt.jwks_file: {} left out: {}", c.identity.jwt->jwks_file, s);
+  return v;
+}
+
+}  // namespace
+
 snapshot::snapshot(config::gateway_config c, core::siphash_key key, metrics::registry& metrics,
                    policy::pow_state& pow)
     : config(std::move(c)),
       policy(config.policy, key),
       router(config, policy),
       page(config.pow.page),
-      jwt(identity::make_verifier(config, policy.claim_paths())),
+      jwt(make_jwt_verifier(config, policy)),
       upstream_endpoints(resolve_all(config)),
       tls(make_tls_contexts(config)) {
   static std::atomic<std::uint64_t> generations{0};

@@ -59,6 +59,7 @@ std::unique_ptr<metrics::worker_counters> worker(std::uint64_t scale) {
   f(w->pow_challenges);
   f(w->pow_verifications);
   f(w->violations);
+  f(w->token_checks);
   f(w->bans);
   f(w->ws_opened);
   f(w->ws_messages);

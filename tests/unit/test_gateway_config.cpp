@@ -379,6 +379,35 @@ TEST_CASE("every gateway error names file, line and key", "[config]") {
       {minimal + "shutdown: { delay: 2h }\n", "g.yaml:5: shutdown.delay: must be at most 1h"},
       {minimal + "shutdown: { drain: 1s }\n",
        "g.yaml:5: shutdown.drain: unknown key (expected delay or drain_timeout)"},
+      {minimal + "identity: { jwt: { algorithms: [none], secret_env: S } }\n",
+       "g.yaml:5: identity.jwt.algorithms[0]: \"none\" is never allowed"},
+      {minimal + "identity: { jwt: { algorithms: [RS257], jwks_url: 'https://x/' } }\n",
+       "g.yaml:5: identity.jwt.algorithms[0]: unknown algorithm 'RS257' (RS256/384/512, "
+       "PS256/384/512, ES256/384/512, EdDSA, HS256/384/512)"},
+      {minimal + "identity: { jwt: { algorithms: [HS256], jwks_url: 'https://x/' } }\n",
+       "g.yaml:5: identity.jwt.algorithms[0]: HS256 needs secret_env: HMAC tokens are verified "
+       "only with a secret"},
+      {minimal + "identity: { jwt: { algorithms: [ES256], secret_env: S } }\n",
+       "g.yaml:5: identity.jwt.algorithms: an asymmetric algorithm needs jwks_file or jwks_url"},
+      {minimal + "identity: { jwt: { algorithms: [], secret_env: S } }\n",
+       "g.yaml:5: identity.jwt.algorithms: list at least one algorithm"},
+      {minimal + "identity: { jwt: { algorithms: [ES256], jwks_url: 'ftp://x/' } }\n",
+       "g.yaml:5: identity.jwt.jwks_url: jwks_url must start with http:// or https://"},
+      {minimal + "identity: { jwt: { algorithms: [ES256], jwks_file: nowhere.json } }\n",
+       "g.yaml:5: identity.jwt.jwks_file: cannot read file '" + s.dir.string() +
+           "/nowhere.json': No such "
+           "file or directory"},
+      {minimal + "identity: { jwt: { algorithms: [HS256], secret_env: lower } }\n",
+       "g.yaml:5: identity.jwt.secret_env: invalid environment variable name 'lower'"},
+      {minimal + "identity: { jwt: { algorithms: [HS256], secret_env: S, on_invalid: allow } }\n",
+       "g.yaml:5: identity.jwt.on_invalid: expected reject or anonymous, not 'allow'"},
+      {minimal + "identity: { jwt: { algorithms: [HS256], secret_env: S, from: { header: A, "
+                 "cookie: b } } }\n",
+       "g.yaml:5: identity.jwt.from: give either header or cookie"},
+      {minimal + "identity: { jwt: { algorithms: [HS256], secret_env: S, issuer: x, iss: y } }\n",
+       "g.yaml:5: identity.jwt.iss: unknown key (expected from, jwks_file, jwks_url, "
+       "jwks_refresh, secret_env, issuer, audience, algorithms, leeway, on_invalid or "
+       "cache_entries)"},
   };
   for (const bad& b : cases) {
     INFO(b.yaml);

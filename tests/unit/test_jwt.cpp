@@ -166,12 +166,12 @@ TEST_CASE("a cached token expires with its exp, and a new key set verifies it ag
   CHECK(cache.check(v, token, now + 3600 + 31).why == identity::failure::expired);
   CHECK(cache.verifications() == 2);
   // Keys rotated: the key "rsa" is gone, and the token with it.
-  const std::string only_ec =
-      json::serialize(json::object{{"keys", json::array{[&] {
-                                      for (const auto& k : load().root.at("jwks").at("keys").as_array())
-                                        if (k.at("kid") == "p256") return k;
-                                      return json::value();
-                                    }()}}});
+  const std::string only_ec = json::serialize(
+      json::object{{"keys", json::array{[&] {
+                      for (const auto& k : load().root.at("jwks").at("keys").as_array())
+                        if (k.at("kid") == "p256") return k;
+                      return json::value();
+                    }()}}});
   REQUIRE(cache.check(v, token, now).why == identity::failure::none);
   v.set_keys(identity::key_set::parse(only_ec));
   CHECK(cache.check(v, token, now).why == identity::failure::unknown_kid);

@@ -127,6 +127,24 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
        "p.yaml:4: categories.auth.limits.ipv4_individual.short.brust: unknown key (expected rate "
        "or "
        "burst)"},
+      {"categories:\n  auth:\n    limits:\n      u: { key: { jwt_claim: 'org..plan' }, short: { "
+       "rate: 1/s, burst: 1 } }\n",
+       "p.yaml:4: categories.auth.limits.u.key.jwt_claim: invalid claim path 'org..plan' (names of "
+       "A-Z a-z 0-9 _ : - joined by dots)"},
+      {"categories:\n  auth:\n    limits:\n      u: { key: [ individual ], short: { rate: 1/s, "
+       "burst: 1 } }\n",
+       "p.yaml:4: categories.auth.limits.u.key: a composite key has two to four parts"},
+      {"categories:\n  auth:\n    limits:\n      u: { key: [ individual, global ], short: { "
+       "rate: 1/s, burst: 1 } }\n",
+       "p.yaml:4: categories.auth.limits.u.key[1]: expected individual, network, or a map with "
+       "header, query, cookie, bearer or jwt_claim"},
+      {"categories:\n  auth:\n    limits:\n      u: { key: [ individual, individual ], short: { "
+       "rate: 1/s, burst: 1 } }\n",
+       "p.yaml:4: categories.auth.limits.u.key[1]: a part named twice"},
+      {"categories:\n  auth:\n    limits:\n      u: { key: everyone, short: { rate: 1/s, burst: "
+       "1 } }\n",
+       "p.yaml:4: categories.auth.limits.u.key: expected global, individual, network, a map with "
+       "header, query, cookie, bearer or jwt_claim, or a list of these (a composite key)"},
       {"categories:\n  auth:\n    limits:\n      ipv4_individual: {}\n",
        "p.yaml:4: categories.auth.limits.ipv4_individual: a limit needs a short tier, a long tier "
        "or both"},

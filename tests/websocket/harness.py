@@ -179,9 +179,13 @@ class Gateway:
     `gateway_yaml` may say {policy} (the policy file's path), {echo} (host:port of the echo) and
     {dir} (the temporary directory)."""
 
-    def __init__(self, gateway_yaml, policy_yaml, echo_port, wait_admin=True):
+    def __init__(self, gateway_yaml, policy_yaml, echo_port, wait_admin=True, files=None):
+        """`files`: {name: text} written into the directory before the gateway starts."""
         self.dir = tempfile.mkdtemp(prefix="tollgate-ws-")
         self.echo_port = echo_port
+        for name, text in (files or {}).items():
+            with open(os.path.join(self.dir, name), "w") as f:
+                f.write(text)
         self.write(gateway_yaml, policy_yaml)
         self.process = Process([binary("tollgate"), "--config", os.path.join(self.dir, "gateway.yaml")])
         try:

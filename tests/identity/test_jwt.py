@@ -1,0 +1,284 @@
+"""Verified identity through a real gateway (docs/design.md §15, issue 23): tokens made live by a
+library that is not ours (Debian's python3-jwt over python3-cryptography) against a JWK Set file;
+each algorithm verified, each refusal answered 401 with its reason and a token_invalid
+violation; limits keyed on a claim and on a composite key counted exactly; a hot token not
+verified again (tollgate_token_checks_total); the key set rotated by SIGHUP; on_invalid:
+anonymous.
+
+Run: /usr/bin/python3 tests/identity/test_jwt.py BUILD_DIR [unittest args]
+"""
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import signal
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "websocket"))
+if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+    os.environ["TOLLGATE_BUILD_DIR"] = sys.argv.pop(1)
+
+import jwt  # noqa: E402
+from cryptography.hazmat.primitives import serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa  # noqa: E402
+
+import harness as h  # noqa: E402
+
+SECRET = "shared-secret-for-hs256-of-the-test"
+ISS, AUD = "https://id.test/", "api"
+
+POLICY = """
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1000/s, burst: 1000 } }
+      ipv4_network: { short: { rate: 1000/s, burst: 1000 } }
+      per_user: { key: { jwt_claim: sub }, short: { rate: 1/m, burst: 3 } }
+      per_plan: { key: { jwt_claim: org.plan }, short: { rate: 1/m, burst: 1000 } }
+      per_key_address: { key: [ { header: X-Api-Key }, individual ], short: { rate: 1/m, burst: 2 } }
+  websocket:
+    limits:
+      ipv4_individual: { short: { rate: 10/s, burst: 10 } }
+"""
+
+
+def b64(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def jwk_of(key, kid):
+    alg = ("RS256" if isinstance(key, rsa.RSAPrivateKey) else
+           "ES256" if isinstance(key, ec.EllipticCurvePrivateKey) else "EdDSA")
+    j = json.loads(jwt.algorithms.get_default_algorithms()[alg].to_jwk(key.public_key()))
+    j["kid"] = kid
+    return j
+
+
+def gateway_file(on_invalid="reject"):
+    return h.gateway_yaml().replace(
+        "default_route:",
+        "identity:\n"
+        "  jwt:\n"
+        "    jwks_file: {dir}/jwks.json\n"
+        f"    issuer: {ISS}\n"
+        f"    audience: [{AUD}, other]\n"
+        "    algorithms: [RS256, PS256, ES256, ES384, EdDSA, HS256]\n"
+        "    secret_env: TOLLGATE_TEST_JWT_SECRET\n"
+        "    leeway: 5s\n"
+        f"    on_invalid: {on_invalid}\n"
+        "default_route:")
+
+
+class Keys:
+    def __init__(self):
+        self.rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.p256 = ec.generate_private_key(ec.SECP256R1())
+        self.p384 = ec.generate_private_key(ec.SECP384R1())
+        self.ed = ed25519.Ed25519PrivateKey.generate()
+        self.rotated = ec.generate_private_key(ec.SECP256R1())
+
+    def set(self, *pairs):
+        return json.dumps({"keys": [jwk_of(k, kid) for k, kid in pairs]})
+
+    def first_set(self):
+        return self.set((self.rsa, "rsa"), (self.p256, "p256"), (self.p384, "p384"), (self.ed, "ed"))
+
+
+def claims(sub="alice", **extra):
+    now = int(time.time())
+    c = {"sub": sub, "iss": ISS, "aud": AUD, "iat": now, "exp": now + 600,
+         "org": {"plan": "free"}, "jti": os.urandom(6).hex()}
+    c.update(extra)
+    return c
+
+
+def get(gw, token=None, xff=None, headers=""):
+    auth = f"Authorization: Bearer {token}\r\n" if token is not None else ""
+    fwd = f"X-Forwarded-For: {xff}\r\n" if xff else ""
+    return h.http_request(gw.port, f"GET /api HTTP/1.1\r\nHost: t\r\n{auth}{fwd}{headers}"
+                                   "Connection: close\r\n\r\n")
+
+
+class JwtGateway(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        os.environ["TOLLGATE_TEST_JWT_SECRET"] = SECRET
+        cls.keys = Keys()
+        cls.echo = h.Echo()
+        try:
+            cls.gw = h.Gateway(gateway_file(), POLICY, cls.echo.port,
+                               files={"jwks.json": cls.keys.first_set()})
+        except Exception:
+            cls.echo.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+        cls.echo.stop()
+
+    def refused(self, token, reason):
+        before = self.gw.metrics().value("tollgate_violations_total", reason="token_invalid")
+        status, headers, body = get(self.gw, token, xff=h.new_client_address())
+        self.assertEqual(status, 401, body)
+        problem = json.loads(body)
+        self.assertEqual(problem["code"], "token_invalid")
+        self.assertEqual(problem["reason"], reason)
+        self.assertEqual(headers["www-authenticate"], 'Bearer error="invalid_token"')
+        self.assertEqual(headers["content-type"], "application/problem+json")
+        after = self.gw.metrics().value("tollgate_violations_total", reason="token_invalid")
+        self.assertEqual(after, before + 1)
+
+    def test_each_algorithm_verifies(self):
+        k = self.keys
+        for key, alg, kid in [(k.rsa, "RS256", "rsa"), (k.rsa, "PS256", "rsa"),
+                              (k.p256, "ES256", "p256"), (k.p384, "ES384", "p384"),
+                              (k.ed, "EdDSA", "ed"), (SECRET, "HS256", None)]:
+            with self.subTest(alg=alg):
+                headers = {"kid": kid} if kid else {}
+                token = jwt.encode(claims(sub=f"user-{alg}"), key, algorithm=alg, headers=headers)
+                status, _, body = get(self.gw, token, xff=h.new_client_address())
+                self.assertEqual(status, 200, body)
+
+    def test_each_refusal_has_its_reason(self):
+        k = self.keys
+        rs = lambda c, **kw: jwt.encode(c, k.rsa, algorithm="RS256", headers={"kid": "rsa"}, **kw)
+        now = int(time.time())
+        unsigned = (b64(json.dumps({"alg": "none"}).encode()) + "." +
+                    b64(json.dumps(claims()).encode()) + ".")
+        # Algorithm confusion: HS256 keyed with the RSA public key's PEM.
+        pem = k.rsa.public_key().public_bytes(serialization.Encoding.PEM,
+                                              serialization.PublicFormat.SubjectPublicKeyInfo)
+        head = b64(json.dumps({"alg": "HS256", "kid": "rsa"}).encode())
+        body = b64(json.dumps(claims()).encode())
+        confused = head + "." + body + "." + b64(hmac.new(pem, f"{head}.{body}".encode(),
+                                                          hashlib.sha256).digest())
+        cases = [
+            (unsigned, "alg_none"),
+            (jwt.encode(claims(), k.rsa, algorithm="RS512", headers={"kid": "rsa"}), "alg_not_allowed"),
+            (confused, "bad_signature"),
+            (jwt.encode(claims(), k.rsa, algorithm="RS256", headers={"kid": "nope"}), "unknown_kid"),
+            (jwt.encode(claims(), k.p256, algorithm="ES256", headers={"kid": "rsa"}), "key_mismatch"),
+            (rs(claims(exp=now - 60)), "expired"),
+            (rs(claims(nbf=now + 60)), "not_yet_valid"),
+            (rs(claims(iat=now + 60)), "issued_in_future"),
+            (rs(claims(iss="https://other.test/")), "issuer"),
+            (rs(claims(aud="admin")), "audience"),
+            (rs(claims(pad="x" * 9000)), "too_long"),
+            ("not.a.token!", "malformed"),
+            (rs(claims())[:-4] + "AAAA", "bad_signature"),
+        ]
+        for token, reason in cases:
+            with self.subTest(reason=reason):
+                self.refused(token, reason)
+
+    def test_two_authorization_fields_are_refused(self):
+        token = jwt.encode(claims(), self.keys.rsa, algorithm="RS256", headers={"kid": "rsa"})
+        status, _, body = get(self.gw, token, xff=h.new_client_address(),
+                              headers=f"Authorization: Bearer {token}\r\n")
+        self.assertEqual(status, 401, body)
+        self.assertEqual(json.loads(body)["reason"], "malformed")
+
+    def test_a_limit_keyed_on_a_claim_counts_the_subject_across_tokens_and_addresses(self):
+        sub = "carol-" + os.urandom(4).hex()
+        statuses = []
+        for _ in range(5):
+            # A new token each time (its jti differs) from a new address: the subject is one.
+            token = jwt.encode(claims(sub=sub), self.keys.p256, algorithm="ES256",
+                               headers={"kid": "p256"})
+            status, headers, body = get(self.gw, token, xff=h.new_client_address())
+            statuses.append(status)
+            if status == 429:
+                self.assertIn("per_user", body)
+        self.assertEqual(statuses, [200, 200, 200, 429, 429])
+        # Another subject is not limited by carol's bucket, and a request without a token is
+        # anonymous: address limits only.
+        other = jwt.encode(claims(sub=sub + "-2"), self.keys.p256, algorithm="ES256",
+                           headers={"kid": "p256"})
+        self.assertEqual(get(self.gw, other, xff=h.new_client_address())[0], 200)
+        for _ in range(4):
+            self.assertEqual(get(self.gw, None, xff=h.new_client_address())[0], 200)
+
+    def test_a_composite_key_is_one_bucket_per_key_and_address(self):
+        key = "k-" + os.urandom(4).hex()
+        a, b = h.new_client_address(), h.new_client_address()
+        hdr = f"X-Api-Key: {key}\r\n"
+        self.assertEqual([get(self.gw, None, xff=a, headers=hdr)[0] for _ in range(3)],
+                         [200, 200, 429])
+        # The same key from another address has a bucket of its own; another key from a also.
+        self.assertEqual([get(self.gw, None, xff=b, headers=hdr)[0] for _ in range(3)],
+                         [200, 200, 429])
+        self.assertEqual(get(self.gw, None, xff=a, headers=f"X-Api-Key: {key}x\r\n")[0], 200)
+
+    def test_a_hot_token_is_not_verified_again(self):
+        token = jwt.encode(claims(sub="hot-" + os.urandom(4).hex()), self.keys.ed,
+                           algorithm="EdDSA", headers={"kid": "ed"})
+        # Burst 3 on per_user: the rest are 429, after the token was checked all the same.
+        m0 = self.gw.metrics()
+        for _ in range(20):
+            self.assertIn(get(self.gw, token, xff=h.new_client_address())[0], (200, 429))
+        m1 = self.gw.metrics()
+        verified = (m1.value("tollgate_token_checks_total", result="verified") -
+                    m0.value("tollgate_token_checks_total", result="verified"))
+        cached = (m1.value("tollgate_token_checks_total", result="cached") -
+                  m0.value("tollgate_token_checks_total", result="cached"))
+        # Two workers: each verifies the token once at most.
+        self.assertGreaterEqual(verified, 1)
+        self.assertLessEqual(verified, 2)
+        self.assertEqual(verified + cached, 20)
+
+    def test_z_the_key_set_rotates_by_sighup(self):
+        k = self.keys
+        old = jwt.encode(claims(sub="rot-old"), k.p256, algorithm="ES256", headers={"kid": "p256"})
+        new = jwt.encode(claims(sub="rot-new"), k.rotated, algorithm="ES256", headers={"kid": "p256-2"})
+        self.assertEqual(get(self.gw, old, xff=h.new_client_address())[0], 200)
+        self.refused(new, "unknown_kid")
+        with open(os.path.join(self.gw.dir, "jwks.json"), "w") as f:
+            f.write(k.set((k.rotated, "p256-2")))
+        self.gw.process.signal(signal.SIGHUP)
+        self.assertIn("in force", self.gw.process.wait_for_line("reload"))
+        # Each worker adopts the new configuration once it has posted it: wait for both.
+        self.assertTrue(h.eventually(lambda: all(
+            get(self.gw, old, xff=h.new_client_address())[0] == 401 for _ in range(6))))
+        # The old token was verified (and remembered) under the old set: refused now.
+        self.refused(old, "unknown_kid")
+        self.assertEqual(get(self.gw, new, xff=h.new_client_address())[0], 200)
+        # A broken key set is refused by the reload, which keeps the set in force.
+        with open(os.path.join(self.gw.dir, "jwks.json"), "w") as f:
+            f.write('{"keys": [}')
+        self.gw.process.signal(signal.SIGHUP)
+        line = self.gw.process.wait_for_line("reload")
+        self.assertIn("jwks_file", line)
+        self.assertEqual(get(self.gw, new, xff=h.new_client_address())[0], 200)
+
+
+class AnonymousOnInvalid(unittest.TestCase):
+    def test_a_refused_token_is_anonymous(self):
+        os.environ["TOLLGATE_TEST_JWT_SECRET"] = SECRET
+        keys = Keys()
+        echo = h.Echo()
+        gw = None
+        try:
+            gw = h.Gateway(gateway_file("anonymous"), POLICY, echo.port,
+                           files={"jwks.json": keys.first_set()})
+            expired = jwt.encode(claims(sub="dave", exp=int(time.time()) - 600), keys.rsa,
+                                 algorithm="RS256", headers={"kid": "rsa"})
+            # Refused, so anonymous: per_user does not apply, and nothing is a violation.
+            for _ in range(5):
+                self.assertEqual(get(gw, expired, xff=h.new_client_address())[0], 200)
+            m = gw.metrics()
+            self.assertEqual(m.value("tollgate_violations_total", reason="token_invalid"), 0)
+            self.assertGreaterEqual(m.value("tollgate_token_checks_total", result="expired"), 5)
+            self.assertEqual(m.value("tollgate_requests_total", decision="unauthorized"), 0)
+        finally:
+            if gw is not None:
+                gw.stop()
+            echo.stop()
+
+
+if __name__ == "__main__":
+    h.main()
