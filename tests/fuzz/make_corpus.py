@@ -329,6 +329,18 @@ def sim_log():
         write("fuzz_sim_log", name, data)
 
 
+def jwt():
+    # Mode byte 0: a token (the unit tests' vectors, every verdict); 1: a JWK Set.
+    import json
+    with open(os.path.join(ROOT, "tests", "unit", "golden", "jwt_vectors.json")) as f:
+        vectors = json.load(f)
+    for i, c in enumerate(vectors["cases"]):
+        write("fuzz_jwt", f"token-{i:02d}", b"\0" + c["token"].encode())
+    write("fuzz_jwt", "jwks", b"\1" + json.dumps(vectors["jwks"]).encode())
+    for k in vectors["jwks"]["keys"]:
+        write("fuzz_jwt", f"jwk-{k.get('kid', 'none')}", b"\1" + json.dumps(k).encode())
+
+
 if __name__ == "__main__":
     router()
     proxy_header()
@@ -340,3 +352,4 @@ if __name__ == "__main__":
     redis_replies()
     access_lines()
     sim_log()
+    jwt()
