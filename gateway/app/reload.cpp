@@ -30,6 +30,14 @@ void reload(const reload_context& r, reload_files files) {
     }
     for (const auto& w : config::coverage_warnings(next->config.policy))
       spdlog::warn("{}", w);
+    // A key set fetched from a jwks_url that stays is the new verifier's too, until the next
+    // fetch (app/serve.cpp's follow_jwks keeps fetching into it).
+    const auto& was = running.identity.jwt;
+    const auto& is = next->config.identity.jwt;
+    if (next->jwt && r.current->jwt && was && is && !is->jwks_url.empty() &&
+        is->jwks_url == was->jwks_url) {
+      next->jwt->set_keys(r.current->jwt->keys());
+    }
     r.server.publish(next);
     r.current = std::move(next);
     // spdlog's level is one atomic, read by every logger call: it changes live. Set before the

@@ -1,4 +1,5 @@
 #include "gateway/app/serve.hpp"
+#include "gateway/net/jwks_fetch.hpp"
 
 #include <pthread.h>
 #include <sched.h>
@@ -113,6 +114,7 @@ class gateway_process {
     if (!load() || !prepare() || !listen() || !open_admin()) return 1;
     admin_->start();
     server_->start();
+    follow_jwks();
     notify_systemd("READY=1");  // Type=notify: systemd may now send reloads
     wait_signal();
     control_.run();
@@ -296,11 +298,29 @@ class gateway_process {
         reader_.join();
         reload({path_, identity_key_, metrics_, *pow_, *server_, current_, access_log_},
                std::move(files));
+        follow_jwks();
         notify_systemd("READY=1");
         reading_ = false;
         if (std::exchange(read_again_, false)) start_reload();
       });
     });
+  }
+
+  /// Fetches identity.jwt.jwks_url of the configuration in force into its verifier: the same
+  /// fetcher while the URL stays (a reload's verifier was seeded with the keys in force), a new
+  /// one when it changes, none without one.
+  void follow_jwks() {
+    const auto& jwt = current_->config.identity.jwt;
+    if (!current_->jwt || !jwt || jwt->jwks_url.empty()) {
+      jwks_.reset();
+      return;
+    }
+    if (jwks_ && jwks_->url() == jwt->jwks_url) {
+      jwks_->retarget(current_->jwt, jwt->jwks_refresh);
+      return;
+    }
+    jwks_ = std::make_unique<net::jwks_fetcher>(control_, jwt->jwks_url, jwt->jwks_refresh,
+                                                current_->jwt);
   }
 
   /// SIGTERM/SIGINT: /readyz says 503 at once, serving goes on for shutdown.delay (balancers
@@ -348,6 +368,7 @@ class gateway_process {
   std::shared_ptr<const net::snapshot> current_;  ///< the configuration in force
   asio::io_context control_;                      ///< this thread's: admin, signals
   std::optional<asio::signal_set> signals_;       ///< SIGINT, SIGTERM, SIGHUP, SIGUSR1
+  std::unique_ptr<net::jwks_fetcher> jwks_;       ///< identity.jwt.jwks_url, when set
   std::optional<net::server> server_;             ///< the workers
   std::optional<admin_endpoints> endpoints_;      ///< what the admin listener answers
   std::unique_ptr<net::admin_server> admin_;      ///< the admin listener

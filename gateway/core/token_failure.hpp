@@ -32,9 +32,9 @@ inline constexpr std::size_t token_failure_count = 14;
 
 /// The names, by token_failure ("verified" for none).
 inline constexpr std::array<std::string_view, token_failure_count> token_failure_names = {
-    "verified",      "too_long",     "malformed",     "alg_none", "alg_not_allowed",
-    "unknown_kid",   "key_mismatch", "bad_signature", "expired",  "not_yet_valid",
-    "issued_in_future", "issuer",    "audience",      "bad_claim"};
+    "verified",         "too_long",     "malformed",     "alg_none", "alg_not_allowed",
+    "unknown_kid",      "key_mismatch", "bad_signature", "expired",  "not_yet_valid",
+    "issued_in_future", "issuer",       "audience",      "bad_claim"};
 
 /// The name of `f`.
 constexpr std::string_view token_failure_name(token_failure f) noexcept {

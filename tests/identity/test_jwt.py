@@ -30,6 +30,7 @@ import harness as h  # noqa: E402
 
 SECRET = "shared-secret-for-hs256-of-the-test"
 ISS, AUD = "https://id.test/", "api"
+os.environ["TOLLGATE_TEST_JWT_SECRET"] = SECRET  # secret_env of every gateway started here
 
 POLICY = """
 categories:
@@ -106,7 +107,6 @@ def get(gw, token=None, xff=None, headers=""):
 class JwtGateway(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        os.environ["TOLLGATE_TEST_JWT_SECRET"] = SECRET
         cls.keys = Keys()
         cls.echo = h.Echo()
         try:
@@ -256,9 +256,87 @@ class JwtGateway(unittest.TestCase):
         self.assertEqual(get(self.gw, new, xff=h.new_client_address())[0], 200)
 
 
+class JwksServer:
+    """A local HTTP server whose one page is a JWK Set the test changes (or breaks) at will."""
+
+    def __init__(self, text):
+        import http.server
+        import threading
+        outer = self
+        self.text, self.status, self.hits = text, 200, 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.hits += 1
+                body = outer.text.encode()
+                self.send_response(outer.status)
+                self.send_header("Content-Type", "application/jwk-set+json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class JwksUrl(unittest.TestCase):
+    def test_the_key_set_is_fetched_refreshed_and_kept_when_a_fetch_fails(self):
+        keys = Keys()
+        served = JwksServer(keys.set((keys.p256, "a")))
+        echo = h.Echo()
+        gw = None
+        try:
+            gw = h.Gateway(gateway_file().replace(
+                "    jwks_file: {dir}/jwks.json\n",
+                f"    jwks_url: http://127.0.0.1:{served.port}/jwks.json\n    jwks_refresh: 1s\n"),
+                POLICY, echo.port)
+            self.assertIn("1 keys from", gw.process.wait_for_line("keys from"))
+            old = jwt.encode(claims(sub="u-old"), keys.p256, algorithm="ES256", headers={"kid": "a"})
+            # Each request its own subject: per_user (burst 3) stays out of the way.
+            new_token = lambda: jwt.encode(claims(sub="u-" + os.urandom(4).hex()), keys.rotated,
+                                           algorithm="ES256", headers={"kid": "b"})
+            new = new_token()
+            self.assertEqual(get(gw, old, xff=h.new_client_address())[0], 200)
+            status, _, body = get(gw, new, xff=h.new_client_address())
+            self.assertEqual((status, json.loads(body)["reason"]), (401, "unknown_kid"))
+            # The set rotates at the source: the next refresh brings it, without a restart.
+            served.text = keys.set((keys.rotated, "b"))
+            self.assertTrue(h.eventually(
+                lambda: get(gw, new_token(), xff=h.new_client_address())[0] == 200, timeout=5))
+            status, _, body = get(gw, old, xff=h.new_client_address())
+            self.assertEqual((status, json.loads(body)["reason"]), (401, "unknown_kid"))
+            # A failing source (500, then a broken set) keeps the last good set.
+            served.status = 500
+            self.assertIn("status 500", gw.process.wait_for_line("the keys in force stay"))
+            served.status, served.text = 200, '{"keys": "no"}'
+            self.assertIn("not a usable JWK Set", gw.process.wait_for_line("the keys in force stay"))
+            self.assertEqual(get(gw, new_token(), xff=h.new_client_address())[0], 200)
+            # A reload that keeps the URL keeps the keys fetched (no request refused meanwhile).
+            served.text = keys.set((keys.rotated, "b"))
+            hits = served.hits
+            gw.process.signal(signal.SIGHUP)
+            self.assertIn("in force", gw.process.wait_for_line("reload"))
+            for _ in range(6):
+                self.assertEqual(get(gw, new_token(), xff=h.new_client_address())[0], 200)
+            self.assertTrue(h.eventually(lambda: served.hits > hits, timeout=5))
+        finally:
+            if gw is not None:
+                gw.stop()
+            echo.stop()
+            served.stop()
+
+
 class AnonymousOnInvalid(unittest.TestCase):
     def test_a_refused_token_is_anonymous(self):
-        os.environ["TOLLGATE_TEST_JWT_SECRET"] = SECRET
         keys = Keys()
         echo = h.Echo()
         gw = None
