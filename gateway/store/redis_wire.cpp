@@ -586,7 +586,7 @@ void assemble(const limit::limit_request& req, const script_reply& r, bool admit
       // only the absolute X-RateLimit-Reset.
       const core::nanos wait =
           tr.allowed == 1 ? 0 : tr.d - static_cast<core::nanos>(p.burst - req.cost) * p.emission;
-      out.limits[out.count++] = {req.now + tr.d, wait, g, static_cast<limit::tier>(t)};
+      out.limits[out.count++] = {req.now + tr.d, wait, g, static_cast<limit::tier>(t), 0};
     }
   }
   limit::choose_binding(req, out);

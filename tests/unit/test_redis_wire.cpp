@@ -314,8 +314,8 @@ TEST_CASE("the over-limit cache answers a key Redis found over its limit until i
   decision redis_said;
   redis_said.admitted = false;
   redis_said.count = 2;
-  redis_said.limits[0] = {t0 + 500 * ms, 100 * ms, 0, tier::short_term};
-  redis_said.limits[1] = {t0 + 20 * ms, 0, 1, tier::short_term};
+  redis_said.limits[0] = {t0 + 500 * ms, 100 * ms, 0, tier::short_term, 0};
+  redis_said.limits[1] = {t0 + 20 * ms, 0, 1, tier::short_term, 0};
   choose_binding(req, redis_said);
   cache.remember(req, redis_said);
 
