@@ -566,9 +566,10 @@ bool read_quota(const redisReply& reply, std::size_t& at, const limit::limit_req
       (!allowed && used + req.cost <= spec.quota.limit)) {
     return false;
   }
-  // The window ends after now, at most a month and a day away (another replica's later window).
+  // The window ends after now, and within two months: this window, or the next one that a
+  // replica whose clock runs ahead has opened.
   const core::nanos d = end_s * core::ns_per_s - req.now;
-  if (end_s <= 0 || end_s > 9'000'000'000LL || d <= 0 || d > 32 * 86'400 * core::ns_per_s) {
+  if (end_s <= 0 || end_s > 9'000'000'000LL || d <= 0 || d > 64 * 86'400 * core::ns_per_s) {
     return false;
   }
   out = {static_cast<std::int8_t>(allowed ? 1 : 0), static_cast<std::uint32_t>(used), d};

@@ -44,7 +44,9 @@ const std::string& gcra_sha() noexcept;
 /// key whose tats have both passed is deleted.
 ///
 /// KEYS: the keys to refund. ARGV per key and tier (short, long): c·T and the tat written, each
-/// as seconds and nanoseconds (0 0 0 0: nothing for that tier).
+/// as seconds and nanoseconds (0 0 0 0: nothing for that tier). A quota's key: the cost, 0, the
+/// end of the window it was counted in (Unix seconds), then five zeros; its count loses the
+/// cost if the key still holds that window, and keeps its expiry.
 std::string_view refund_script() noexcept;
 /// SHA-1 of refund_script().
 const std::string& refund_sha() noexcept;
