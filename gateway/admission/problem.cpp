@@ -37,6 +37,17 @@ std::string problem_body(int status, std::string_view title, std::string_view de
 
 void write_limited_body(std::string& out, const policy::rate_limit_fields& f) {
   problem_writer p(out, 429, "Too Many Requests");
+  if (f.quota) {
+    // "quota exceeded at <limit> (<period>)": the window ends at Retry-After.
+    out += R"(,"detail":"quota exceeded at )";
+    core::append_json_escaped(out, f.level);
+    out += " (";
+    out += f.period;
+    out += ")\"";
+    p.text("code", "quota_exceeded").text("level", f.level).text("period", f.period);
+    p.number("retry_after", f.retry_seconds).finish();
+    return;
+  }
   // The detail is written in place: "rate limit exceeded at <limit> (<tier> tier)", no copy.
   out += R"(,"detail":"rate limit exceeded at )";
   core::append_json_escaped(out, f.level);

@@ -109,6 +109,13 @@ void read_key(const yaml_node& n, limit_config& out) {
     const key_part_config part = read_key_part(n, false);
     out.key = part.source;
     out.key_name = part.name;
+    if (part.source == core::key_source::individual || part.source == core::key_source::network) {
+      // The client's address at the fine or the coarse level of its family: kept with that
+      // level's keys (its table, its Redis hash tag).
+      out.part = part.source == core::key_source::individual ? core::address_part::individual
+                                                             : core::address_part::network;
+      out.key = core::key_source::address;
+    }
     return;
   }
   const auto items = n.items();
@@ -123,6 +130,20 @@ void read_key(const yaml_node& n, limit_config& out) {
   }
 }
 
+/// A limit's `quota`: `{limit: N, period: day|week|month, tiered: bool}`.
+quota_config read_quota(const yaml_node& n) {
+  n.expect_keys({"limit", "period", "tiered"});
+  quota_config q;
+  q.limit = as_u32(n.at("limit"), 1, UINT32_MAX);
+  const yaml_node period = n.at("period");
+  const std::string p = period.as_string();
+  const auto parsed = core::period_from_name(p);
+  if (!parsed) period.fail("expected day, week or month, got '" + p + "'");
+  q.period = *parsed;
+  if (auto t = n.get("tiered")) q.tiered = t->as_bool();
+  return q;
+}
+
 /// One entry of a category's `limits`: an address level by its own name; the older spellings
 /// `identity: {header: ...}` and `global: {...}`; or any name with a `key`.
 limit_config read_limit(const std::string& name, const yaml_node& n) {
@@ -135,16 +156,16 @@ limit_config read_limit(const std::string& name, const yaml_node& n) {
     n.expect_keys({"short", "long", "shadow"});
     out.address_level = *address;
   } else if (name == "identity" && !n.get("key")) {
-    n.expect_keys({"header", "short", "long", "shadow"});
+    n.expect_keys({"header", "short", "long", "quota", "shadow"});
     out.key = core::key_source::header;
     const yaml_node h = n.at("header");
     out.key_name = h.as_string();
     if (!valid_header_name(out.key_name)) h.fail("invalid header name '" + out.key_name + "'");
   } else if (name == "global" && !n.get("key")) {
-    n.expect_keys({"short", "long", "shadow"});
+    n.expect_keys({"short", "long", "quota", "shadow"});
     out.key = core::key_source::global;
   } else {
-    n.expect_keys({"key", "short", "long", "shadow"});
+    n.expect_keys({"key", "short", "long", "quota", "shadow"});
     const auto key = n.get("key");
     if (!key) {
       n.fail("limit '" + name +
@@ -156,7 +177,16 @@ limit_config read_limit(const std::string& name, const yaml_node& n) {
   }
   if (auto s = n.get("short")) out.tiers[0] = read_tier(*s);
   if (auto s = n.get("long")) out.tiers[1] = read_tier(*s);
-  if (!out.tiers[0] && !out.tiers[1]) n.fail("a limit needs a short tier, a long tier or both");
+  if (auto q = n.get("quota")) {
+    if (out.tiers[0] || out.tiers[1]) {
+      q->fail(
+          "a limit is either a quota or rate tiers (short, long), not both: give the quota a "
+          "limit of its own");
+    }
+    out.quota = read_quota(*q);
+  } else if (!out.tiers[0] && !out.tiers[1]) {
+    n.fail("a limit needs a short tier, a long tier or both");
+  }
   if (auto s = n.get("shadow")) out.shadow = s->as_bool();
   return out;
 }
@@ -466,6 +496,10 @@ const category_config* policy_config::category(const std::string& name) const {
 
 std::string cost_fault(const category_config& c, std::uint32_t cost) {
   for (const limit_config& l : c.limits) {
+    if (l.quota && cost > l.quota->limit) {
+      return "cost " + std::to_string(cost) + " exceeds limit " + std::to_string(l.quota->limit) +
+             " of quota " + l.name + "; such requests could never pass";
+    }
     for (int t = 0; t < 2; ++t) {
       const auto& tc = l.tiers[t];
       if (tc && cost > tc->burst) {
@@ -494,10 +528,10 @@ std::vector<std::string> coverage_warnings(const policy_config& policy) {
     for (const auto& l : c.limits) {
       if (l.shadow) continue;
       global |= l.key == core::key_source::global;
-      if (l.key == core::key_source::address) (core::is_v4(l.address_level) ? v4 : v6) = true;
-      // Keyed on the individual or network level, whichever the family: every client.
-      if (l.key == core::key_source::individual || l.key == core::key_source::network) {
-        v4 = v6 = true;
+      if (l.key == core::key_source::address && l.part != core::address_part::level) {
+        v4 = v6 = true;  // key: individual or network: either family's address
+      } else if (l.key == core::key_source::address) {
+        (core::is_v4(l.address_level) ? v4 : v6) = true;
       }
     }
     if (global || (v4 && v6)) continue;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/core/calendar.hpp"
 #include "gateway/core/clock.hpp"
 #include "gateway/core/levels.hpp"
 #include "gateway/core/units.hpp"
@@ -28,14 +29,24 @@ struct key_part_config {
   std::string name;
 };
 
-/// One limit of a category: a name, a key and tiers; either tier may be left out.
+/// A calendar quota (docs/design.md §3, "Quotas"): `limit` of cost per window of `period`.
+struct quota_config {
+  std::uint32_t limit = 0;                  ///< 1..4294967295
+  core::period period = core::period::day;  ///< day, week or month
+  bool tiered = false;  ///< scaled by the consumer's tier (docs/design.md §15); kept for tiers
+};
+
+/// One limit of a category: a name, a key and either tiers (either may be left out) or a quota.
 struct limit_config {
   std::string name;                                  ///< an address level's name, or the operator's
   core::key_source key = core::key_source::address;  ///< where its key comes from
   core::level address_level = core::level::ipv4_individual;  ///< key address: which level
-  std::string key_name;                 ///< header, query parameter, cookie or claim name
-  std::vector<key_part_config> parts;   ///< key composite: its parts, in order
+  std::string key_name;                ///< header, query parameter, cookie or claim name
+  std::vector<key_part_config> parts;  ///< key composite: its parts, in order
+  /// key address: the limit's own level, or `key: individual` / `key: network`
+  core::address_part part = core::address_part::level;
   std::optional<tier_config> tiers[2];  ///< indexed by core::tier
+  std::optional<quota_config> quota;    ///< a quota instead of tiers
   bool shadow = false;                  ///< evaluated but not enforced (docs/design.md §12)
   int line = 0;                         ///< where it was written
 };

@@ -86,4 +86,12 @@ constexpr std::string_view tier_name(tier t) noexcept {
   return t == tier::short_term ? "short" : "long";
 }
 
+/// Which address key a limit keyed on the address takes.
+enum class address_part : std::uint8_t {
+  level,       ///< the limit's own address level (a limit named after the level)
+  individual,  ///< `key: individual`: the fine level of the client's family (ipv4_individual or
+               ///< ipv6_subnet)
+  network,     ///< `key: network`: the coarse level (ipv4_network or ipv6_provider)
+};
+
 }  // namespace tollgate::core

@@ -3,6 +3,8 @@
 #include <mutex>
 #include <utility>
 
+#include "gateway/limit/quota.hpp"
+
 namespace tollgate::limit {
 
 namespace {
@@ -15,6 +17,25 @@ struct located {
   std::uint64_t key;        ///< the key stored (a global limit's: its slice)
 };
 
+/// Whether `s` is split into slices: a global limit's GCRA tiers are; a global quota is one
+/// count (slices of a count would refuse a cost that only their sum could hold).
+bool is_sliced(const limit_spec& s) noexcept {
+  return s.source == key_source::global && !s.is_quota();
+}
+
+/// Writes outcome `o` of limit `spec` into entry `e`. A quota's entry holds its count in the
+/// short tier's place and its window's end in the long tier's: an entry is idle, so free to
+/// evict or reuse, exactly when its window has ended (the count, a small number, always lies
+/// "in the past").
+void commit(state_entry& e, const limit_spec& spec, const limit_outcome& o) noexcept {
+  if (spec.is_quota()) {
+    e.tat[0] = o.used;
+    e.tat[1] = o.tat;
+    return;
+  }
+  e.tat[static_cast<int>(o.tier)] = o.tat;
+}
+
 /// Whether an enforced tier of a sliced global limit rejected `d`: another slice may still
 /// have room, and then the request is either admitted there or the global limit is not what
 /// binds it.
@@ -22,7 +43,7 @@ bool a_slice_rejected(const limit_request& req, const decision& d) noexcept {
   for (std::uint8_t i = 0; i < d.count; ++i) {
     const limit_outcome& o = d.limits[i];
     const limit_spec& s = *req.groups[o.group].spec;
-    if (o.wait > 0 && !s.shadow && s.source == key_source::global) return true;
+    if (o.wait > 0 && !s.shadow && is_sliced(s)) return true;
   }
   return false;
 }
@@ -52,8 +73,8 @@ void memory_store::prepare(const limit_request& req) noexcept {
   const std::uint32_t slice = req.home < slices_ ? req.home : req.home % slices_;
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
     const limit_group& group = req.groups[g];
-    state_table& table = *tables_[group.spec->table()];
-    const std::uint64_t key = group.spec->source == key_source::global ? slice : group.key;
+    state_table& table = *tables_[group.spec->table(req.v6)];
+    const std::uint64_t key = is_sliced(*group.spec) ? slice : group.key;
     table.prefetch(table.locate(key, group.spec->scope));
   }
 }
@@ -80,9 +101,9 @@ decision memory_store::decide_once(const limit_request& req, std::uint32_t slice
   bool sliced = false;  // a global limit is among the groups (its outcomes are told whole below)
   for (std::uint8_t g = 0; g < n; ++g) {
     const limit_group& group = req.groups[g];
-    const std::uint8_t t = group.spec->table();
+    const std::uint8_t t = group.spec->table(req.v6);
     state_table& table = *tables_[t];
-    const bool global = group.spec->source == key_source::global;
+    const bool global = is_sliced(*group.spec);
     sliced |= global;
     const std::uint64_t key = global ? slice : group.key;
     const state_location where = table.locate(key, group.spec->scope);
@@ -112,7 +133,16 @@ decision memory_store::decide_once(const limit_request& req, std::uint32_t slice
     const limit_spec& spec = *req.groups[g].spec;
     entries[g] = at[g].table->find(at[g].at, at[g].key, spec.scope);
     bool& allow = spec.shadow ? shadow_allow : enforced_allow;
-    const bool global = spec.source == key_source::global;
+    if (spec.is_quota()) {
+      const state_entry* e = entries[g];
+      const quota_result r = e != nullptr ? quota_check(static_cast<std::uint64_t>(e->tat[0]),
+                                                        e->tat[1], req.now, req.cost, spec.quota)
+                                          : quota_check(0, 0, req.now, req.cost, spec.quota);
+      d.limits[d.count++] = {r.end, r.wait, g, tier::short_term, r.used};
+      allow &= r.allowed;
+      continue;
+    }
+    const bool global = is_sliced(spec);
     for (std::uint8_t t = 0; t < 2; ++t) {
       if (spec.tiers[t].burst == 0) continue;
       const gcra_params p = global ? slice_params(spec.tiers[t], slice) : spec.tiers[t];
@@ -120,7 +150,7 @@ decision memory_store::decide_once(const limit_request& req, std::uint32_t slice
       // A slice without burst of its own (a burst smaller than the slice count) admits nothing.
       const gcra_result r = p.burst == 0 ? gcra_result{false, req.now, p.emission}
                                          : gcra_check(stored, req.now, req.cost, p);
-      d.limits[d.count++] = {r.tat, r.wait, g, static_cast<tier>(t)};
+      d.limits[d.count++] = {r.tat, r.wait, g, static_cast<tier>(t), 0};
       allow &= r.allowed;
     }
   }
@@ -136,14 +166,14 @@ decision memory_store::decide_once(const limit_request& req, std::uint32_t slice
     for (std::uint8_t i = 0; i < d.count; ++i) {
       const limit_outcome& o = d.limits[i];
       if (entries[o.group] != nullptr && commits(o.group)) {
-        entries[o.group]->tat[static_cast<int>(o.tier)] = o.tat;
+        commit(*entries[o.group], *req.groups[o.group].spec, o);
       }
     }
     for (std::uint8_t g = 0; g < n; ++g) {
       if (entries[g] != nullptr || !commits(g)) continue;
       state_entry* e = at[g].table->insert(at[g].at, at[g].key, req.groups[g].spec->scope, req.now);
       for (std::uint8_t i = 0; i < d.count; ++i) {
-        if (d.limits[i].group == g) e->tat[static_cast<int>(d.limits[i].tier)] = d.limits[i].tat;
+        if (d.limits[i].group == g) commit(*e, *req.groups[g].spec, d.limits[i]);
       }
     }
   }
@@ -158,7 +188,7 @@ decision memory_store::decide_once(const limit_request& req, std::uint32_t slice
     // longer emission interval) is the debt of the whole limit divided by the slice count.
     for (std::uint8_t i = 0; i < d.count; ++i) {
       limit_outcome& o = d.limits[i];
-      if (req.groups[o.group].spec->source != key_source::global || o.tat <= req.now) continue;
+      if (!is_sliced(*req.groups[o.group].spec) || o.tat <= req.now) continue;
       o.tat = req.now + (o.tat - req.now) / static_cast<nanos>(slices_);
     }
   }
@@ -180,9 +210,9 @@ std::size_t memory_store::forget(const core::key_block& block,
   return n;
 }
 
-std::optional<state_entry> memory_store::lookup(const limit_spec& spec,
-                                                std::uint64_t key) noexcept {
-  return tables_[spec.table()]->lookup(key, spec.scope);
+std::optional<state_entry> memory_store::lookup(const limit_spec& spec, std::uint64_t key,
+                                                bool v6) noexcept {
+  return tables_[spec.table(v6)]->lookup(key, spec.scope);
 }
 
 }  // namespace tollgate::limit

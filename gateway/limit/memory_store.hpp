@@ -46,8 +46,11 @@ class memory_store {
   /// Decides `req`, commits what it admits, and returns the decision.
   decision decide(const limit_request& req) noexcept;
 
-  /// The stored entry of one key of limit `spec`, if any (admin API, tests).
-  std::optional<state_entry> lookup(const limit_spec& spec, std::uint64_t key) noexcept;
+  /// The stored entry of one key of limit `spec`, if any (admin API, tests); `v6`: the
+  /// client's family, for a limit keyed on `individual` or `network`. A quota's entry holds its
+  /// count in tat[0] and its window's end in tat[1].
+  std::optional<state_entry> lookup(const limit_spec& spec, std::uint64_t key,
+                                    bool v6 = false) noexcept;
   /// Forgets the state of every address-level key that overlaps `block` (keys masked to
   /// `prefixes`), in every category; returns the entries removed (the admin API's reset).
   std::size_t forget(const core::key_block& block, const core::level_prefixes& prefixes) noexcept;

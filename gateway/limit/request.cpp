@@ -16,7 +16,7 @@ void choose_binding(const limit_request& req, decision& d) noexcept {
       if (o.wait > 0 && (best == no_binding || o.wait > d.limits[best].wait)) best = i;
       continue;
     }
-    const std::int64_t r = gcra_remaining(o.tat, req.now, spec.tiers[static_cast<int>(o.tier)]);
+    const std::int64_t r = remaining_of(spec, o, req.now);
     if (r < fewest) {
       fewest = r;
       best = i;

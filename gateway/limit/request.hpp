@@ -39,12 +39,24 @@ struct limit_request {
 };
 
 /// One tier's result within a decision. No default member values (see limit_group).
+/// A quota has one outcome, told in the same fields: `tat` is the end of its window (when it
+/// is whole again), `wait` the time until then when it rejected, `used` the cost spent in the
+/// window (committed: with this request's; otherwise as stored), and `tier` short_term.
 struct limit_outcome {
-  nanos tat;           ///< committed: the new tat; otherwise the stored tat
+  nanos tat;           ///< committed: the new tat; otherwise the stored tat (quota: window end)
   nanos wait;          ///< > 0 when this tier rejected the request
   std::uint8_t group;  ///< index into limit_request::groups
   limit::tier tier;    ///< which tier of that group
+  std::uint32_t used;  ///< a quota's spent cost; 0 for a GCRA tier
 };
+static_assert(sizeof(limit_outcome) == 24);
+
+/// Requests of cost 1 that `o` (an outcome of `spec`) would still let through at `now`.
+inline std::int64_t remaining_of(const limit_spec& spec, const limit_outcome& o,
+                                 nanos now) noexcept {
+  if (spec.is_quota()) return o.used >= spec.quota.limit ? 0 : spec.quota.limit - o.used;
+  return gcra_remaining(o.tat, now, spec.tiers[static_cast<int>(o.tier)]);
+}
 
 /// No binding limit (every limit of the request is shadowed, or it has none).
 inline constexpr std::uint8_t no_binding = 0xff;

@@ -23,6 +23,12 @@ namespace tollgate::metrics {
 enum class limit_mode : std::uint8_t { enforce, shadow };
 inline constexpr std::array<std::string_view, 2> limit_mode_names = {"enforce", "shadow"};
 
+/// Label `tier` of tollgate_rate_limited_total: a limit's short or long tier (core::tier), or
+/// its calendar quota (docs/design.md §3, "Quotas").
+inline constexpr std::array<std::string_view, 3> limit_tier_names = {"short", "long", "quota"};
+/// The index of "quota" in limit_tier_names.
+inline constexpr std::size_t quota_tier = 2;
+
 /// Why an upstream exchange failed (label `kind` of tollgate_upstream_errors_total).
 enum class upstream_error : std::uint8_t { connect, timeout, reset };
 inline constexpr std::size_t upstream_error_count = 3;
@@ -159,7 +165,9 @@ struct worker_counters {
   std::array<std::array<counter, core::outcome_count>, max_names>
       requests;  ///< [category][outcome]
   /// [category][limit name][tier][mode] rejections by the binding limit
-  std::array<std::array<std::array<std::array<counter, 2>, 2>, max_limit_names>, max_names>
+  std::array<
+      std::array<std::array<std::array<counter, 2>, limit_tier_names.size()>, max_limit_names>,
+      max_names>
       rate_limited;
   /// [category][limit name] requests without the limit's key, so not limited by it
   std::array<std::array<counter, max_limit_names>, max_names> unkeyed;

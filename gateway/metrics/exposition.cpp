@@ -161,8 +161,9 @@ void add_fixed(label_sets& l) {
     return r == 0 ? std::string_view("cached")
                   : core::token_failure_name(static_cast<core::token_failure>(r - 1));
   });
-  l[axis::tier] =
-      every("tier", 2, [](std::size_t t) { return core::tier_name(static_cast<core::tier>(t)); });
+  l[axis::tier] = every("tier", limit_tier_names);
+  // Most limits are not quotas: a quota's series appears once it has counted.
+  l[axis::tier][quota_tier].shown_at_zero = false;
   l[axis::limit_mode] = every("mode", limit_mode_names);
   for (auto& v : l[axis::limit_mode])
     v.shown_at_zero = v.index == static_cast<std::size_t>(limit_mode::enforce);

@@ -19,9 +19,10 @@ void count_limits(worker& w, const request_in_hand& r, std::size_t category, std
   const limit::decision& d = a.decision;
   auto count = [&](std::uint8_t index, metrics::limit_mode mode) {
     const limit::limit_outcome& o = d.limits[index];
-    const std::uint16_t l = labels[a.limits.groups[o.group].spec->slot];
-    w.counters.rate_limited[c][l][static_cast<std::size_t>(o.tier)][static_cast<std::size_t>(mode)]
-        .add();
+    const limit::limit_spec& spec = *a.limits.groups[o.group].spec;
+    const std::size_t tier =
+        spec.is_quota() ? metrics::quota_tier : static_cast<std::size_t>(o.tier);
+    w.counters.rate_limited[c][labels[spec.slot]][tier][static_cast<std::size_t>(mode)].add();
   };
   if (!d.admitted && d.binding != limit::no_binding) count(d.binding, metrics::limit_mode::enforce);
   if (d.shadow_limited) count(d.shadow_binding, metrics::limit_mode::shadow);

@@ -19,13 +19,22 @@ using limit::level;
 
 /// Stable name of a limit's state: changing a prefix or a key starts it afresh, changing only
 /// rates or bursts keeps it (the stored tat stays meaningful). Address levels keep the names
-/// of earlier versions ("auth/ipv4_network/24").
+/// of earlier versions ("auth/ipv4_network/24"). A quota's name ends in its period
+/// ("api/daily/header:x-api-key/quota:day"): a count and its window are not a tat, so turning
+/// a rate limit into a quota, or changing the period, starts afresh too; changing the quota's
+/// limit keeps the count.
 std::string state_name(const std::string& category, const limit::limit_spec& s,
                        const limit::level_prefixes& p) {
   std::string name = category + "/" + s.name + "/";
-  if (s.source == key_source::address)
-    return name + std::to_string(limit::prefix_of(s.address_level, p));
-  if (s.source == key_source::composite) {
+  if (s.source == key_source::address && s.part == limit::address_part::level) {
+    name += std::to_string(limit::prefix_of(s.address_level, p));
+  } else if (s.source == key_source::address) {
+    // key: individual or network: both families' prefixes of that level.
+    const bool fine = s.part == limit::address_part::individual;
+    name += fine ? "individual:" : "network:";
+    name += std::to_string(limit::prefix_of(s.level_for(false), p)) + "," +
+            std::to_string(limit::prefix_of(s.level_for(true), p));
+  } else if (s.source == key_source::composite) {
     // "api/per_key_address/composite:header:x-api-key+individual"
     name += "composite:";
     for (std::size_t i = 0; i < s.parts.size(); ++i) {
@@ -33,10 +42,11 @@ std::string state_name(const std::string& category, const limit::limit_spec& s,
       name += limit::source_name(s.parts[i].source);
       if (!s.parts[i].name.empty()) name += ":" + s.parts[i].name;
     }
-    return name;
+  } else {
+    name += limit::source_name(s.source);
+    if (!s.key_name.empty()) name += ":" + s.key_name;
   }
-  name += limit::source_name(s.source);
-  if (!s.key_name.empty()) name += ":" + s.key_name;
+  if (s.is_quota()) name += "/quota:" + std::string(core::period_name(s.quota.period));
   return name;
 }
 
@@ -62,9 +72,11 @@ limit::limit_spec compile_limit(const config::category_config& cc, const config:
       std::transform(p.name.begin(), p.name.end(), p.name.begin(), core::ascii_lower);
     }
   }
+  s.part = lc.part;
   for (int t = 0; t < 2; ++t) {
     if (lc.tiers[t]) s.tiers[t] = limit::make_params(lc.tiers[t]->rate, lc.tiers[t]->burst);
   }
+  if (lc.quota) s.quota = {lc.quota->limit, lc.quota->period, lc.quota->tiered};
   s.shadow = lc.shadow || cc.shadow;
   s.slot = static_cast<std::uint8_t>(slot);
   s.state_name = state_name(cc.name, s, prefixes);
@@ -143,7 +155,8 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
             cc.file, lc.line, "categories." + cc.name + ".limits." + lc.name,
             "the state of this limit would share a hash with '" + at->second + "'; rename it");
       }
-      if (s.source == key_source::address) {
+      c.policy_varies |= s.is_quota() && s.quota.period == core::period::month && !s.shadow;
+      if (s.source == key_source::address && s.part == limit::address_part::level) {
         c.by_level[static_cast<std::size_t>(s.address_level)] = static_cast<std::int8_t>(i);
       } else {
         c.keyed.push_back(static_cast<std::uint8_t>(i));
@@ -152,7 +165,8 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
     }
     for (int f = 0; f < 2; ++f) {
       const auto limits = family_limits(c, f);
-      c.policy_field[f] = limit::policy_field(limits);
+      // Instant 0: with no monthly quota (policy_varies), no item depends on the date.
+      c.policy_field[f] = limit::policy_field(limits, 0);
       c.family_limits[f] = static_cast<std::uint8_t>(limits.size());
     }
     c.pow = compile_pow(cc, violations_);
@@ -190,6 +204,11 @@ limit::limit_request compiled_policy::request(const category_limits& c,
     std::uint64_t key = 0;
     if (s.source == key_source::global) {
       r.groups[r.group_count++] = {&s, 0};
+      continue;
+    }
+    if (s.source == key_source::address) {  // key: individual or network
+      r.groups[r.group_count++] = {
+          &s, s.part == limit::address_part::network ? k.coarse_key : k.fine_key};
       continue;
     }
     if (s.parts.size() == 1 && !is_address_part(s.parts[0].source)) {

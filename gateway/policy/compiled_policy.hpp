@@ -29,8 +29,11 @@ struct category_limits {
   std::vector<std::uint8_t> keyed;              ///< indices of the other limits, in order
   std::array<std::string, 2> policy_field;      ///< RateLimit-Policy for IPv4 [0] and IPv6 [1]
   std::array<std::uint8_t, 2> family_limits{};  ///< limits policy_field lists, per family
-  category_pow pow;                             ///< proof of work, status violations
-  bool shadow = false;                          ///< mode: shadow (every limit shadowed)
+  /// A monthly quota is among the limits: RateLimit-Policy's `w` is the current month's length,
+  /// so the field is written per request rather than taken from policy_field.
+  bool policy_varies = false;
+  category_pow pow;     ///< proof of work, status violations
+  bool shadow = false;  ///< mode: shadow (every limit shadowed)
   /// WebSocket options (docs/design.md §6): the category's, or the defaults when it sets none,
   /// since an operator may route an upgrade to any category.
   config::websocket_config websocket;

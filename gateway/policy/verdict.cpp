@@ -30,13 +30,16 @@ void describe(const limit::limit_request& req, const limit::decision& d, const c
   assign_int(out.remaining, b.remaining);
   assign_int(out.reset, limit::reset_unix_seconds(b));
   out.level = b.name;
-  out.tier = limit::tier_name(b.which);
+  out.tier = limit::tier_word(b);
+  out.quota = b.quota;
+  out.period = b.quota ? core::period_name(b.period) : std::string_view();
   const int f = fam == core::family::v4 ? 0 : 1;
-  if (req.group_count == c.family_limits[f]) {
+  if (req.group_count == c.family_limits[f] && !c.policy_varies) {
     out.policy = c.policy_field[f];
   } else {
     // Some limit's key was missing, so that limit was not applied and is not listed (docs/design.md
-    // §4: only the limits applied to this request).
+    // §4: only the limits applied to this request); or a monthly quota's window length is this
+    // month's.
     out.policy_text.clear();
     limit::append_policy_field(out.policy_text, req);
     out.policy = out.policy_text;
@@ -46,7 +49,7 @@ void describe(const limit::limit_request& req, const limit::decision& d, const c
   if (d.admitted) return;
   out.retry_seconds = limit::retry_after_seconds(b.wait);
   assign_int(out.retry_after, out.retry_seconds);
-  out.reason = limit::rejection_reason(b.which);
+  out.reason = limit::rejection_reason(b);
 }
 
 }  // namespace tollgate::policy

@@ -19,7 +19,9 @@ struct rate_limit_fields {
   std::string remaining;           ///< X-RateLimit-Remaining
   std::string reset;               ///< X-RateLimit-Reset
   std::string_view level;          ///< X-RateLimit-Level: the binding limit's name
-  std::string_view tier;           ///< its tier: "short" or "long"
+  std::string_view tier;           ///< its tier: "short" or "long"; "quota" for a quota
+  bool quota = false;              ///< the binding limit is a calendar quota
+  std::string_view period;         ///< a quota's period: "day", "week" or "month"
   std::string_view policy;         ///< RateLimit-Policy (the compiled policy's, or `policy_text`)
   std::string policy_text;         ///< RateLimit-Policy of a request that lacks some limit's key
   std::string ratelimit;           ///< RateLimit

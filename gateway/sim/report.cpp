@@ -45,9 +45,11 @@ counted by_limit(const std::vector<std::array<std::uint64_t, 2>>& by,
   for (std::size_t slot = 0; slot < by.size(); ++slot) {
     for (int t = 0; t < 2; ++t) {
       if (by[slot][t] == 0) continue;
-      out.emplace_back(
-          c.limits[slot].name + "." + std::string(limit::tier_name(static_cast<limit::tier>(t))),
-          by[slot][t]);
+      // A quota's rejections are counted in the short tier's place (limit_outcome).
+      const std::string_view tier = c.limits[slot].is_quota()
+                                        ? std::string_view("quota")
+                                        : limit::tier_name(static_cast<limit::tier>(t));
+      out.emplace_back(c.limits[slot].name + "." + std::string(tier), by[slot][t]);
     }
   }
   return out;

@@ -71,7 +71,8 @@ void append_limit(std::string& out, const simulated& o) {
   if (o.limit == nullptr) return;
   out += o.limit->name;
   out += '.';
-  out += limit::tier_name(o.tier);
+  // A quota has no tier: it is told as "<name>.quota", as the access log writes it.
+  out += o.limit->is_quota() ? std::string_view("quota") : limit::tier_name(o.tier);
 }
 
 simulator::simulator(config::gateway_config c)

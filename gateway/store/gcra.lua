@@ -1,11 +1,15 @@
--- tollgate GCRA v4 (DESIGN §3, §11)
+-- tollgate GCRA v5 (DESIGN §3, §11): with calendar quotas
 -- A batch of requests, each decided all-or-nothing, in order, as if one after the other.
--- ARGV: now ("" = Redis TIME), the limits (count, then per limit: shadow, T and burst of the
--- short and the long tier), the requests (count, then per request: cost, groups, and per
--- group: its key's index in KEYS and its limit's index).
+-- ARGV: now ("" = Redis TIME), the limits (count, then per limit: its kind (0 GCRA, 1 GCRA
+-- shadowed, 2 quota, 3 quota shadowed), then T and burst of the short and the long tier, or
+-- for a quota its limit and three zeros), the requests (count, then per request: cost, groups,
+-- and per group: its key's index in KEYS and its limit's index, and for a quota the end of its
+-- window in Unix seconds and the milliseconds to it, both on the gateway's clock).
 -- Reply: Redis's now (s, ns), then per request its verdict (0 rejected, 1 admitted, 2
 -- admitted but a shadowed limit rejected) and per configured tier of each group tat - now in
--- ns, negative (-d - 1) when the tier rejected; past 2^53 ns as "allowed:s:ns".
+-- ns, negative (-d - 1) when the tier rejected; past 2^53 ns as "allowed:s:ns"; per quota
+-- group its count (negative, -n - 1, when it rejected) and its window's end (s).
+-- A quota's key holds "q<window end> <count>" and expires at the window's end.
 local B = 1000000000
 local sub, tonumber, floor = string.sub, tonumber, math.floor
 local argv, keys = ARGV, KEYS
@@ -17,38 +21,46 @@ else
   now_s, now_n = tonumber(sub(argv[1], 1, -10)) or 0, tonumber(sub(argv[1], -9))
 end
 
--- Every key's tats, read once: st[4k-3..4k] = short s, ns, long s, ns.
-local st = {}
+-- Every key's tats, read once: st[4k-3..4k] = short s, ns, long s, ns; a quota's key: its
+-- window's end qe[k] and count qc[k].
+local st, qe, qc = {}, {}, {}
 local vals = redis.call('MGET', unpack(keys))
 for k = 1, #keys do
   local v, o = vals[k], 4 * k - 4
+  st[o + 1], st[o + 2], st[o + 3], st[o + 4] = 0, 0, 0, 0
   if v and #v == 41 then
     st[o + 1], st[o + 2] = tonumber(sub(v, 1, 11)) or 0, tonumber(sub(v, 12, 20)) or 0
     st[o + 3], st[o + 4] = tonumber(sub(v, 22, 32)) or 0, tonumber(sub(v, 33, 41)) or 0
-  else
-    st[o + 1], st[o + 2], st[o + 3], st[o + 4] = 0, 0, 0, 0
+  elseif v and sub(v, 1, 1) == 'q' then
+    local sp = string.find(v, ' ', 2, true)
+    if sp then qe[k], qc[k] = tonumber(sub(v, 2, sp - 1)), tonumber(sub(v, sp + 1)) end
   end
 end
 
 -- Per limit l and tier t, at L[12 (2l - 2 + t) + 1 ...]: T in s and ns, burst, shadow, and
 -- for the last cost seen (now is fixed for the batch): that cost, the cap now + burst T, the
 -- limit now + (burst - c) T (a tat at most this admits), and c T.
-local L = {}
+-- A quota's limit in Q[l] (its tiers have burst 0, so the GCRA steps pass it by).
+local L, Q = {}, {}
 local nl = tonumber(argv[2])
 for l = 1, nl do
   local a = 3 + 5 * (l - 1)
+  local kind = argv[a]
+  if kind == '2' or kind == '3' then Q[l] = tonumber(argv[a + 1]) end
   for t = 0, 1 do
     local x, T = 12 * (2 * l - 2 + t), tonumber(argv[a + 1 + 2 * t])
+    if Q[l] then T = 0 end
     local ts = floor(T / B)
     L[x + 1], L[x + 2], L[x + 3], L[x + 4], L[x + 5] = ts, T - ts * B,
-      tonumber(argv[a + 2 + 2 * t]), argv[a] == '1', 0
+      Q[l] and 0 or tonumber(argv[a + 2 + 2 * t]), kind == '1' or kind == '3', 0
   end
 end
 
 local out = {now_s, now_n}
 local o = 2
-local dirty = {}
+local dirty, qdirty, qms = {}, {}, {}
 local p = {}  -- per group of the request: key, limit's base in L, the tats it would write
+local pq = {}  -- per group: a quota (then p holds the window's end, the count, ms to the end)
 local a = 4 + 5 * nl
 for r = 1, tonumber(argv[3 + 5 * nl]) do
   local c, groups = tonumber(argv[a]), tonumber(argv[a + 1])
@@ -61,7 +73,33 @@ for r = 1, tonumber(argv[3 + 5 * nl]) do
     a = a + 2
     local base, w = 4 * k - 4, 6 * g - 6
     p[w + 1], p[w + 2] = k, 24 * (l - 1)
-    for t = 0, 1 do
+    local q = Q[l]
+    pq[g] = q ~= nil
+    if q then
+      -- The window the gateway asks for; a later one already stored (a replica whose clock
+      -- runs ahead opened it) is joined with its count, an earlier one is over.
+      local e, ms = tonumber(argv[a]), tonumber(argv[a + 1])
+      a = a + 2
+      local se, n = qe[k] or 0, qc[k] or 0
+      if se > e then
+        ms, e = ms + (se - e) * 1000, se
+      elseif se < e then
+        n = 0
+      end
+      local ok = n + c <= q
+      if ok then
+        n = n + c
+      elseif L[p[w + 2] + 4] then
+        ok_s = false
+      else
+        ok_e = false
+      end
+      p[w + 3], p[w + 4], p[w + 5] = e, n, ms
+      if n > q then n = q end
+      out[o + 1], out[o + 2] = ok and n or -n - 1, e
+      o = o + 2
+    end
+    for t = 0, q and -1 or 1 do  -- a quota has no tiers
       local x = 24 * (l - 1) + 12 * t
       local ts, tn = st[base + 2 * t + 1], st[base + 2 * t + 2]
       p[w + 3 + 2 * t], p[w + 4 + 2 * t] = ts, tn
@@ -114,9 +152,14 @@ for r = 1, tonumber(argv[3 + 5 * nl]) do
       local w = 6 * g - 6
       if ok_s or not L[p[w + 2] + 4] then
         local k = p[w + 1]
-        local base = 4 * k - 4
-        st[base + 1], st[base + 2], st[base + 3], st[base + 4] = p[w + 3], p[w + 4], p[w + 5], p[w + 6]
-        dirty[k] = true
+        if pq[g] then
+          qe[k], qc[k], qms[k] = p[w + 3], p[w + 4], p[w + 5]
+          qdirty[k] = true
+        else
+          local base = 4 * k - 4
+          st[base + 1], st[base + 2], st[base + 3], st[base + 4] = p[w + 3], p[w + 4], p[w + 5], p[w + 6]
+          dirty[k] = true
+        end
       end
     end
   else
@@ -132,5 +175,11 @@ for k in pairs(dirty) do
   if s1 > xs or (s1 == xs and n1 > xn) then xs, xn = s1, n1 end
   redis.call('SET', keys[k], string.format('%011d%09d %011d%09d', s0, n0, s1, n1),
              'PXAT', xs * 1000 + math.ceil(xn / 1000000))
+end
+-- Each quota's key written once, expiring at its window's end: Redis's now plus the time the
+-- gateway's clock has to run until then.
+for k in pairs(qdirty) do
+  redis.call('SET', keys[k], string.format('q%d %d', qe[k], qc[k]),
+             'PXAT', now_s * 1000 + floor(now_n / 1000000) + qms[k])
 end
 return out

@@ -47,13 +47,19 @@ class over_limit_cache {
     out = limit::decision{};
     for (std::uint8_t g = 0; g < req.group_count; ++g) {
       const limit::limit_spec& spec = *req.groups[g].spec;
+      if (spec.is_quota()) {  // never remembered: told as unknown (nothing spent, not binding)
+        const core::nanos end = core::window_of(spec.quota.period, req.now).end;
+        out.limits[out.count++] = {end, 0, g, limit::tier::short_term, 0};
+        continue;
+      }
       for (std::size_t t = 0; t < 2; ++t) {
         const limit::gcra_params& p = spec.tiers[t];
         if (p.burst == 0) continue;
         const bool known = found[g] != nullptr && found[g]->params[t] == p;
         const limit::nanos stored = known ? found[g]->tat[t] : req.now;
         const limit::gcra_result r = limit::gcra_check(stored, req.now, req.cost, p);
-        out.limits[out.count++] = {r.tat, r.allowed ? 0 : r.wait, g, static_cast<limit::tier>(t)};
+        out.limits[out.count++] = {r.tat, r.allowed ? 0 : r.wait, g, static_cast<limit::tier>(t),
+                                   0};
       }
     }
     limit::choose_binding(req, out);
@@ -66,7 +72,8 @@ class over_limit_cache {
     for (std::uint8_t i = 0; i < d.count; ++i) {
       const limit::limit_outcome& o = d.limits[i];
       const limit::limit_spec& spec = *req.groups[o.group].spec;
-      if (o.wait <= 0 || spec.shadow) continue;
+      // Quotas are left to Redis: a count has no tat to remember.
+      if (o.wait <= 0 || spec.shadow || spec.is_quota()) continue;
       const std::uint64_t key = req.groups[o.group].key;
       entry& e = slot(spec.scope, key);
       if (e.scope != spec.scope || e.key != key) e = entry{spec.scope, key, {}, {}};

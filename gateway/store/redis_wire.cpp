@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gateway/core/address.hpp"
+#include "gateway/core/calendar.hpp"
 #include "gateway/core/text.hpp"
 
 namespace tollgate::store::redis {
@@ -361,8 +362,14 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
   w.end_arg();
   w.number(static_cast<std::int64_t>(specs.size()));
   for (const limit::limit_spec* spec : specs) {
-    s += spec->shadow ? '1' : '0';
+    s += static_cast<char>('0' + (spec->is_quota() ? 2 : 0) + (spec->shadow ? 1 : 0));
     w.end_arg();
+    if (spec->is_quota()) {
+      w.number(spec->quota.limit);
+      for (int i = 0; i < 3; ++i)
+        w.number(0);
+      continue;
+    }
     for (const limit::gcra_params& p : spec->tiers) {
       w.number(p.burst == 0 ? 0 : p.emission);
       w.number(p.burst);
@@ -382,6 +389,12 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
       w.number(static_cast<std::int64_t>(slots[k]));
       w.number(static_cast<std::int64_t>(spec_of[k]));
       ++k;
+      if (const limit::limit_spec& spec = *req.groups[g].spec; spec.is_quota()) {
+        // The window is the gateway's: its end, and the time its clock has to run to it.
+        const core::nanos end = core::window_of(spec.quota.period, req.now).end;
+        w.number(end / core::ns_per_s);
+        w.number(end / core::ns_per_ms - req.now / core::ns_per_ms);
+      }
     }
   }
   w.finish();
@@ -415,6 +428,17 @@ void build_refund(command_args& out, std::string_view prefix, const limit::limit
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
     if (!in(groups, g)) continue;
     const limit::limit_spec& spec = *req.groups[g].spec;
+    if (spec.is_quota()) {
+      // The cost to take back from the count, if the key still holds the same window.
+      const tier_reply& tr = r.tiers[g][0];
+      const bool written = tr.allowed == 1;
+      w.number(written ? req.cost : 0);
+      w.number(0);
+      w.number(written ? (req.now + tr.d) / core::ns_per_s : 0);
+      for (int i = 0; i < 5; ++i)
+        w.number(0);
+      continue;
+    }
     for (std::size_t t = 0; t < 2; ++t) {
       const tier_reply& tr = r.tiers[g][t];
       if (tr.allowed != 1) {  // nothing written for this tier
@@ -477,7 +501,9 @@ std::size_t reply_elements(std::span<const batch_entry> batch) {
     n += 1;
     for (std::uint8_t g = 0; g < e.req->group_count; ++g) {
       if (!in(e.groups, g)) continue;
-      for (const limit::gcra_params& p : e.req->groups[g].spec->tiers)
+      const limit::limit_spec& spec = *e.req->groups[g].spec;
+      if (spec.is_quota()) n += 2;  // its count and its window's end
+      for (const limit::gcra_params& p : spec.tiers)
         n += p.burst != 0;
     }
   }
@@ -526,6 +552,30 @@ bool read_tier(const redisReply* e, bool& allowed, core::nanos& d) {
   return true;
 }
 
+/// A quota group's two elements at `at` (moved past them): its count (−count − 1: rejected)
+/// and its window's end in Unix seconds, checked against what the script can have said.
+bool read_quota(const redisReply& reply, std::size_t& at, const limit::limit_request& req,
+                const limit::limit_spec& spec, tier_reply& out) {
+  long long n = 0, end_s = 0;
+  if (!integer_at(reply, at, n) || !integer_at(reply, at + 1, end_s)) return false;
+  at += 2;
+  const bool allowed = n >= 0;
+  const long long used = allowed ? n : -(n + 1);
+  // Admitted: its cost counted, within the limit; rejected: no room for the cost.
+  if (used > spec.quota.limit || (allowed && used < req.cost) ||
+      (!allowed && used + req.cost <= spec.quota.limit)) {
+    return false;
+  }
+  // The window ends after now, and within two months: this window, or the next one that a
+  // replica whose clock runs ahead has opened.
+  const core::nanos d = end_s * core::ns_per_s - req.now;
+  if (end_s <= 0 || end_s > 9'000'000'000LL || d <= 0 || d > 64 * 86'400 * core::ns_per_s) {
+    return false;
+  }
+  out = {static_cast<std::int8_t>(allowed ? 1 : 0), static_cast<std::uint32_t>(used), d};
+  return true;
+}
+
 }  // namespace
 
 bool read_entry(const redisReply& reply, std::size_t& at, const batch_entry& e, script_reply& out) {
@@ -538,6 +588,11 @@ bool read_entry(const redisReply& reply, std::size_t& at, const batch_entry& e, 
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
     if (!in(e.groups, g)) continue;
     const limit::limit_spec& spec = *req.groups[g].spec;
+    if (spec.is_quota()) {
+      out.tiers[g][1] = {};
+      if (!read_quota(reply, at, req, spec, out.tiers[g][0])) return false;
+      continue;
+    }
     for (std::uint8_t t = 0; t < 2; ++t) {
       const limit::gcra_params& p = spec.tiers[t];
       if (p.burst == 0) {
@@ -556,7 +611,7 @@ bool read_entry(const redisReply& reply, std::size_t& at, const batch_entry& e, 
       }
       core::nanos tat;
       if (__builtin_add_overflow(req.now, d, &tat)) return false;
-      out.tiers[g][t] = {static_cast<std::int8_t>(allowed ? 1 : 0), d};
+      out.tiers[g][t] = {static_cast<std::int8_t>(allowed ? 1 : 0), 0, d};
     }
   }
   return true;
@@ -577,6 +632,12 @@ void assemble(const limit::limit_request& req, const script_reply& r, bool admit
   out.shadow_limited = admitted && shadow_limited;
   for (std::uint8_t g = 0; g < req.group_count; ++g) {
     const limit::limit_spec& spec = *req.groups[g].spec;
+    if (spec.is_quota()) {
+      const tier_reply& tr = r.tiers[g][0];
+      out.limits[out.count++] = {req.now + tr.d, tr.allowed == 1 ? 0 : tr.d, g,
+                                 limit::tier::short_term, tr.used};
+      continue;
+    }
     for (std::uint8_t t = 0; t < 2; ++t) {
       const limit::gcra_params& p = spec.tiers[t];
       if (p.burst == 0) continue;
@@ -586,7 +647,7 @@ void assemble(const limit::limit_request& req, const script_reply& r, bool admit
       // only the absolute X-RateLimit-Reset.
       const core::nanos wait =
           tr.allowed == 1 ? 0 : tr.d - static_cast<core::nanos>(p.burst - req.cost) * p.emission;
-      out.limits[out.count++] = {req.now + tr.d, wait, g, static_cast<limit::tier>(t)};
+      out.limits[out.count++] = {req.now + tr.d, wait, g, static_cast<limit::tier>(t), 0};
     }
   }
   limit::choose_binding(req, out);

@@ -28,7 +28,11 @@ namespace tollgate::store::redis {
 /// Reply: admitted, shadow_limited, Redis's now (seconds, nanoseconds), then per group and
 /// tier: allowed (1, 0; -1 when the tier is absent), tat − now (seconds, nanoseconds).
 /// Stored value per key: both tiers' tat as "%011d%09d %011d%09d" (seconds, nanoseconds), and
-/// the key expires when its later tat passes (PXAT), so idle keys cost no memory.
+/// the key expires when its later tat passes (PXAT), so idle keys cost no memory. A quota's
+/// key holds "q<window end, Unix s> <count>" and expires at the window's end (PXAT: Redis's
+/// now plus the milliseconds the gateway's clock has to run to it). A quota's window is the
+/// gateway's (docs/design.md §11): the script keeps the later of the stored window and the one
+/// asked for, so replicas never go back to a window another has closed.
 std::string_view gcra_script() noexcept;
 /// SHA-1 of gcra_script() in lower-case hex (what EVALSHA names it by).
 const std::string& gcra_sha() noexcept;
@@ -40,7 +44,9 @@ const std::string& gcra_sha() noexcept;
 /// key whose tats have both passed is deleted.
 ///
 /// KEYS: the keys to refund. ARGV per key and tier (short, long): c·T and the tat written, each
-/// as seconds and nanoseconds (0 0 0 0: nothing for that tier).
+/// as seconds and nanoseconds (0 0 0 0: nothing for that tier). A quota's key: the cost, 0, the
+/// end of the window it was counted in (Unix seconds), then five zeros; its count loses the
+/// cost if the key still holds that window, and keeps its expiry.
 std::string_view refund_script() noexcept;
 /// SHA-1 of refund_script().
 const std::string& refund_sha() noexcept;
@@ -99,11 +105,14 @@ inline constexpr std::size_t max_batch = 64;
 
 /// Fills `out` with the script call deciding `batch` in order (each entry all-or-nothing, as
 /// if one after the other): KEYS each distinct key once; ARGV: `now_arg` ("" in production:
-/// Redis time), the batch's distinct limits (their number, then per limit shadow (0|1) and T
-/// and burst of each tier), the requests (their number, then per request its cost, its number
-/// of groups and per group its key's and its limit's index).
+/// Redis time), the batch's distinct limits (their number, then per limit its kind (0 GCRA, 1
+/// GCRA shadowed, 2 quota, 3 quota shadowed) and T and burst of each tier, or a quota's limit
+/// and three zeros), the requests (their number, then per request its cost, its number of
+/// groups and per group its key's and its limit's index, and for a quota its window's end in
+/// Unix seconds and the milliseconds from the request's now to it).
 /// Reply: Redis's now (seconds, nanoseconds), then per request admitted, shadow_limited, and
-/// per group and tier allowed (1, 0; -1: no such tier) and tat − now (seconds, nanoseconds).
+/// per group and tier allowed (1, 0; -1: no such tier) and tat − now (seconds, nanoseconds);
+/// per quota group its count (−count − 1 when it rejected) and its window's end (seconds).
 void build_call(command_args& out, std::string_view verb, std::string_view script_ref,
                 std::string_view prefix, std::span<const batch_entry> batch,
                 std::string_view now_arg = {});
@@ -113,8 +122,11 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
                 std::string_view now_arg = {}, group_mask groups = all_groups);
 
 /// What the script said of one tier.
+/// A quota's reply is in its group's first tier: `d` is its window's end − the request's now
+/// (both on the gateway's clock), `used` its count (committed if allowed, else stored).
 struct tier_reply {
   std::int8_t allowed = -1;  ///< 1 allowed, 0 rejected, -1 no such tier
+  std::uint32_t used = 0;    ///< a quota's count
   core::nanos d = 0;         ///< tat − now on Redis's clock (new tat if allowed, else stored)
 };
 /// What the script said of the groups it decided.

@@ -1,17 +1,30 @@
--- tollgate GCRA refund v1 (DESIGN §11)
+-- tollgate GCRA refund v2 (DESIGN §11): with calendar quotas
+-- ARGV per key, 8 numbers: per tier (short, long) c T and the tat written, as s and ns; for a
+-- quota's key: the cost, 0, the end of the window it was counted in (s), then five zeros.
 local B = 1000000000
 local sub, tonumber = string.sub, tonumber
 local t = redis.call('TIME')
 local now_s, now_n = tonumber(t[1]), tonumber(t[2]) * 1000
 for g = 1, #KEYS do
   local v = redis.call('GET', KEYS[g])
-  if v and #v == 41 then
+  local b = (g - 1) * 8
+  if v and sub(v, 1, 1) == 'q' then
+    -- A quota's count gives the cost back while the key still holds that window.
+    local sp = string.find(v, ' ', 2, true)
+    local e, n = tonumber(sub(v, 2, (sp or 2) - 1)), tonumber(sub(v, (sp or #v) + 1))
+    local c, we = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 3])
+    if e and n and e == we and c > 0 then
+      n = n - c
+      if n < 0 then n = 0 end
+      redis.call('SET', KEYS[g], string.format('q%d %d', e, n), 'KEEPTTL')
+    end
+  elseif v and #v == 41 then
     local st = {tonumber(sub(v, 1, 11)) or 0, tonumber(sub(v, 12, 20)) or 0,
                 tonumber(sub(v, 22, 32)) or 0, tonumber(sub(v, 33, 41)) or 0}
     for tier = 0, 1 do
-      local b = (g - 1) * 8 + tier * 4
-      local es, en = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
-      local ws, wn = tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+      local x = b + tier * 4
+      local es, en = tonumber(ARGV[x + 1]), tonumber(ARGV[x + 2])
+      local ws, wn = tonumber(ARGV[x + 3]), tonumber(ARGV[x + 4])
       -- r = min(c T, max(0, tat_written - now))
       local rs, rn = ws - now_s, wn - now_n
       if rn < 0 then rs, rn = rs - 1, rn + B end

@@ -14,7 +14,7 @@ TEST_CASE("RateLimit-Policy lists every configured tier with q and w", "[headers
   const limit_spec shadowed = keyed("everyone", key_source::global, params(1, sec, 9), 3, true);
   const limit_spec* limits[] = {&fine, &coarse, &shadowed};
   // A shadowed limit is left out: the client sees nothing of it.
-  CHECK(policy_field(limits) ==
+  CHECK(policy_field(limits, 0) ==
         "\"ipv4_individual.short\";q=5;w=3, \"ipv4_individual.long\";q=30;w=3600, "
         "\"ipv4_network.short\";q=25;w=3");
 }

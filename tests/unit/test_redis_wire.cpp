@@ -314,8 +314,8 @@ TEST_CASE("the over-limit cache answers a key Redis found over its limit until i
   decision redis_said;
   redis_said.admitted = false;
   redis_said.count = 2;
-  redis_said.limits[0] = {t0 + 500 * ms, 100 * ms, 0, tier::short_term};
-  redis_said.limits[1] = {t0 + 20 * ms, 0, 1, tier::short_term};
+  redis_said.limits[0] = {t0 + 500 * ms, 100 * ms, 0, tier::short_term, 0};
+  redis_said.limits[1] = {t0 + 20 * ms, 0, 1, tier::short_term, 0};
   choose_binding(req, redis_said);
   cache.remember(req, redis_said);
 
@@ -364,6 +364,6 @@ TEST_CASE("the scripts are their .lua files byte for byte, under the SHA-1s repl
   CHECK(redis::refund_script() == file("refund.lua"));
   // A new script is a new SHA-1: replicas of two versions would then run different scripts
   // on the same keys. Change these only with the script's version line.
-  CHECK(redis::gcra_sha() == "c3aee3ef9a5e88f4a4b2a99a6bd0b71f7b28b8a5");
-  CHECK(redis::refund_sha() == "9cacee32915f7a6a5cf2152231cc4ba4843664ef");
+  CHECK(redis::gcra_sha() == "ca021870dc3bb8194e68eeeb038c4e657d4fc9b1");
+  CHECK(redis::refund_sha() == "b4e5fd5833097963d8e82f3b4d772cf0be0a37d4");
 }
