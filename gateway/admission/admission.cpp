@@ -197,6 +197,17 @@ step unauthorized(const setting& s, record& r) {
   return answer_with(r, 401, may_stay(r));
 }
 
+/// 401 for a key a key file does not know, when it says `unknown: reject` (docs/design.md §15):
+/// nothing goes upstream, so made-up keys buy nothing.
+step unknown_key(record& r) {
+  r.fx.outcome = core::outcome::unauthorized;
+  problem_writer(r.reply.body, 401, "Unauthorized")
+      .text("detail", "this key is not known")
+      .text("code", "unknown_key")
+      .finish();
+  return answer_with(r, 401, may_stay(r));
+}
+
 /// Starts `r` afresh for request `v`.
 void begin(const request_view& v, record& r) {
   r.route = nullptr;
@@ -206,6 +217,8 @@ void begin(const request_view& v, record& r) {
   r.token = identity::failure::none;
   r.token_checked = false;
   r.token_cached = false;
+  r.consumer_tier = policy::no_tier;
+  r.rate.consumer_tier = {};
   r.exempt = false;
   r.upgrade = v.upgrade;
   r.tls = v.tls;
@@ -311,11 +324,24 @@ step admit(const setting& s, const request_view& v, record& r) {
       }
     }
   }
-  s.gate.before_limits(r.gate, r.verdict);
-  if (!r.verdict.ask_limits) return conclude(s, r);
   const policy::key_sources keys{&header_of, v.headers, v.target,
                                  r.identity ? &r.identity->values : nullptr};
-  r.limits = s.policy.request(category, r.client, keys, r.route->cost, v.now, r.unkeyed);
+  if (const policy::tier_rules* tiers = s.policy.tiers(); tiers != nullptr && !r.exempt) {
+    // The consumer's tier scales its limits and moves its difficulty (docs/design.md §15).
+    bool unknown = false;
+    r.consumer_tier = s.policy.tier_of(r.client, keys, unknown);
+    if (unknown) {
+      if (s.gate.screen(r.gate, r.verdict) && r.verdict.result == core::outcome::banned) {
+        return conclude(s, r);
+      }
+      return unknown_key(r);
+    }
+    r.gate.pow_shift = tiers->pow_bits[r.consumer_tier];
+  }
+  s.gate.before_limits(r.gate, r.verdict);
+  if (!r.verdict.ask_limits) return conclude(s, r);
+  r.limits =
+      s.policy.request(category, r.client, keys, r.route->cost, v.now, r.unkeyed, r.consumer_tier);
   if (r.limits.group_count > 0) return step::ask_store;
   // Nothing to ask (every limit's key missing, or a category without limits): admitted.
   r.decision = limit::decision{};
@@ -325,6 +351,9 @@ step admit(const setting& s, const request_view& v, record& r) {
 
 step after_store(const setting& s, record& r) {
   policy::describe(r.limits, r.decision, r.category(), r.client.family(), r.rate);
+  if (r.consumer_tier != policy::no_tier) {
+    r.rate.consumer_tier = s.policy.tiers()->names[r.consumer_tier];
+  }
   s.gate.after_limits(r.gate, r.limits, r.decision, r.verdict);
   return conclude(s, r);
 }

@@ -80,6 +80,7 @@ struct record {
   /// The verified token's claims (docs/design.md §15); null: anonymous.
   std::shared_ptr<const identity::claims> identity;
   identity::failure token = identity::failure::none;  ///< why its token was refused, if it was
+  std::uint8_t consumer_tier = policy::no_tier;       ///< its consumer tier (docs/design.md §15)
   bool token_checked = false;                         ///< it carried a token, which was checked
   bool token_cached = false;                 ///< and answered from the worker's memory of tokens
   policy::gate_input gate;                   ///< what the gate was told

@@ -45,6 +45,7 @@ void write_limited_body(std::string& out, const policy::rate_limit_fields& f) {
     out += f.period;
     out += ")\"";
     p.text("code", "quota_exceeded").text("level", f.level).text("period", f.period);
+    if (!f.consumer_tier.empty()) p.text("consumer_tier", f.consumer_tier);
     p.number("retry_after", f.retry_seconds).finish();
     return;
   }
@@ -55,6 +56,7 @@ void write_limited_body(std::string& out, const policy::rate_limit_fields& f) {
   out += f.tier;
   out += " tier)\"";
   p.text("code", "rate_limit_exceeded").text("level", f.level).text("tier", f.tier);
+  if (!f.consumer_tier.empty()) p.text("consumer_tier", f.consumer_tier);
   p.number("retry_after", f.retry_seconds).finish();
 }
 

@@ -1,10 +1,13 @@
 #include "gateway/config/policy.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <unordered_map>
 
 #include "gateway/config/yaml_reader.hpp"
 #include "gateway/core/key_block.hpp"
+#include "gateway/core/text.hpp"
 
 namespace tollgate::config {
 
@@ -29,6 +32,7 @@ struct loader {
   std::vector<reason_reference> references;
   std::string levels_file;        ///< where `levels` was set, if anywhere
   std::string pow_counters_file;  ///< where `pow_counters` was set, if anywhere
+  std::string tiers_file;         ///< where `tiers` was set, if anywhere
   /// Where each category and each reason was defined: looked up once per name, so that a
   /// file of many thousands of them loads in time linear in its size.
   std::unordered_map<std::string, std::string> category_files, violation_files;
@@ -432,10 +436,165 @@ prefixes_config read_levels(const yaml_node& n) {
   return p;
 }
 
+/// A file named in a policy, relative to the policy file.
+std::string policy_relative(const yaml_node& n, const std::string& base) {
+  namespace fs = std::filesystem;
+  const fs::path p(n.as_string());
+  if (p.is_absolute()) return p.string();
+  return (fs::path(base).parent_path() / p).lexically_normal().string();
+}
+
+/// The lines of text file `path` named at `n`, "#" comments and blank lines left out.
+std::vector<std::pair<int, std::string>> read_lines(const yaml_node& n, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) n.fail("cannot read file '" + path + "'");
+  std::vector<std::pair<int, std::string>> out;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    const std::string_view t = core::trim(line);
+    if (!t.empty()) out.emplace_back(number, std::string(t));
+  }
+  return out;
+}
+
+tier_source_config read_tier_source(const yaml_node& n, const std::string& file,
+                                    const tiers_config& t) {
+  tier_source_config src;
+  src.line = n.line();
+  if (!n.is_map()) {
+    const std::string word = n.as_string();
+    if (word == "override" || word == "upstream") {
+      n.fail(word + " is not available yet (jwt_claim, key_file and network are)");
+    }
+    n.fail("expected jwt_claim, key_file or network");
+  }
+  n.expect_keys({"jwt_claim", "key_file", "network"});
+  const auto entries = n.entries();
+  if (entries.size() != 1) n.fail("name exactly one of jwt_claim, key_file, network");
+  const auto& [kind, value] = entries.front();
+  auto known = [&](const yaml_node& at, const std::string& tier) {
+    for (const auto& [name, m] : t.multipliers)
+      if (name == tier) return;
+    at.fail("unknown tier '" + tier + "' (not in tiers.multipliers)");
+  };
+  if (kind == "jwt_claim") {
+    src.source = tier_source_config::kind::jwt_claim;
+    src.claim = value.as_string();
+    if (!valid_claim_path(src.claim)) value.fail("invalid claim path '" + src.claim + "'");
+    return src;
+  }
+  if (kind == "network") {
+    src.source = tier_source_config::kind::network;
+    value.expect_keys({"file", "tier"});
+    const yaml_node f = value.at("file");
+    src.file = policy_relative(f, file);
+    src.tier = value.at("tier").as_string();
+    known(value.at("tier"), src.tier);
+    for (const auto& [number, text] : read_lines(f, src.file)) {
+      const auto c = core::cidr::parse(text);
+      if (!c) {
+        throw error(src.file, number, "", "invalid CIDR '" + text + "' (expected e.g. 10.0.0.0/8)");
+      }
+      src.networks.push_back(*c);
+    }
+    return src;
+  }
+  src.source = tier_source_config::kind::key_file;
+  value.expect_keys({"file", "key", "unknown"});
+  const yaml_node f = value.at("file");
+  src.file = policy_relative(f, file);
+  src.key = read_key_part(value.at("key"), true);
+  if (src.key.source == core::key_source::individual ||
+      src.key.source == core::key_source::network) {
+    value.at("key").fail("a key file is keyed on a header, query, cookie, bearer or jwt_claim");
+  }
+  if (auto u = value.get("unknown")) {
+    const std::string w = u->as_string();
+    if (w != "default" && w != "reject") u->fail("expected default or reject, not '" + w + "'");
+    src.reject_unknown = w == "reject";
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(src.file, ec))
+    f.fail("cannot read file '" + src.file + "'");
+  const yaml_node keys = load_yaml_file(src.file);
+  if (!keys.is_null()) {
+    for (const auto& [key, tier] : keys.entries()) {
+      const std::string name = tier.as_string();
+      known(tier, name);
+      if (key.starts_with("sha256:") &&
+          (key.size() != 7 + 64 || !std::all_of(key.begin() + 7, key.end(), [](char c) {
+             return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+           }))) {
+        tier.fail("a hashed key is sha256: and 64 lower-case hex digits");
+      }
+      src.keys.emplace_back(key, name);
+    }
+  }
+  return src;
+}
+
+tiers_config read_tiers(const yaml_node& n) {
+  n.expect_keys({"multipliers", "default", "from", "pow_bits", "tier_ttl"});
+  tiers_config t;
+  t.file = n.file();
+  t.line = n.key_line();
+  for (const auto& [name, value] : n.at("multipliers").entries()) {
+    if (!valid_name(name)) value.fail("invalid tier name (use a-z, 0-9, _ and -)");
+    double m = 0;
+    try {
+      std::size_t used = 0;
+      const std::string text = value.as_string();
+      m = std::stod(text, &used);
+      if (used != text.size()) m = -1;
+    } catch (const std::exception&) {
+      m = -1;
+    }
+    if (!(m >= 0.01 && m <= 1000)) value.fail("a multiplier is a number from 0.01 to 1000");
+    t.multipliers.emplace_back(name, m);
+  }
+  if (t.multipliers.empty()) n.at("multipliers").fail("name at least one tier");
+  if (t.multipliers.size() > 16) n.at("multipliers").fail("at most 16 tiers");
+  const yaml_node d = n.at("default");
+  t.default_tier = d.as_string();
+  if (std::none_of(t.multipliers.begin(), t.multipliers.end(),
+                   [&](const auto& m) { return m.first == t.default_tier; })) {
+    d.fail("unknown tier '" + t.default_tier + "' (not in tiers.multipliers)");
+  }
+  if (auto f = n.get("from")) {
+    for (const yaml_node& i : f->items())
+      t.from.push_back(read_tier_source(i, n.file(), t));
+  }
+  if (auto b = n.get("pow_bits")) {
+    for (const auto& [name, value] : b->entries()) {
+      if (std::none_of(t.multipliers.begin(), t.multipliers.end(),
+                       [&](const auto& m) { return m.first == name; })) {
+        value.fail("unknown tier '" + name + "' (not in tiers.multipliers)");
+      }
+      long v = 0;
+      try {
+        v = std::stol(value.as_string());
+      } catch (const std::exception&) {
+        value.fail("expected a whole number from -32 to 32");
+      }
+      if (v < -32 || v > 32) value.fail("expected a whole number from -32 to 32");
+      t.pow_bits[name] = static_cast<int>(v);
+    }
+  }
+  if (auto ttl = n.get("tier_ttl"))
+    ttl->fail("tier_ttl belongs to the upstream source, not available yet");
+  return t;
+}
+
 void read_file(const yaml_node& root, loader& ld) {
   if (root.is_null()) return;  // an empty policy file adds nothing
-  root.expect_keys({"levels", "categories", "violations", "pow_counters"});
+  root.expect_keys({"levels", "categories", "violations", "pow_counters", "tiers"});
   const std::string& file = root.file();
+  if (auto n = root.get("tiers")) {
+    if (!ld.tiers_file.empty()) n->fail("tiers already set in " + ld.tiers_file);
+    ld.policy.tiers = read_tiers(*n);
+    ld.tiers_file = file;
+  }
   if (auto n = root.get("levels")) {
     if (!ld.levels_file.empty()) n->fail("levels already set in " + ld.levels_file);
     ld.policy.prefixes = read_levels(*n);

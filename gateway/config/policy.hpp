@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/core/address.hpp"
 #include "gateway/core/calendar.hpp"
 #include "gateway/core/clock.hpp"
 #include "gateway/core/levels.hpp"
@@ -139,6 +140,31 @@ struct pow_counters_config {
   std::uint32_t network_min_sources = 3;
 };
 
+/// Where a request's consumer tier comes from (docs/design.md §15, "Tiers"), one source of the
+/// ordered `tiers.from` list.
+struct tier_source_config {
+  enum class kind : std::uint8_t { jwt_claim, key_file, network } source = kind::jwt_claim;
+  std::string claim;    ///< jwt_claim: the claim path whose value names the tier
+  key_part_config key;  ///< key_file: the request's key (a header, query, cookie...)
+  std::string file;     ///< key_file and network: the file (resolved path)
+  /// key_file: key value, or "sha256:<64 lower-case hex>" of it, -> tier name.
+  std::vector<std::pair<std::string, std::string>> keys;
+  bool reject_unknown = false;       ///< key_file: a key not in the file gets 401 unknown_key
+  std::vector<core::cidr> networks;  ///< network: its CIDRs
+  std::string tier;                  ///< network: the tier of its addresses
+  int line = 0;                      ///< where it was written
+};
+
+/// `tiers` of a policy: named multipliers of every limit (docs/design.md §15).
+struct tiers_config {
+  std::vector<std::pair<std::string, double>> multipliers;  ///< in file order
+  std::string default_tier;                                 ///< when no source names one
+  std::vector<tier_source_config> from;                     ///< tried in order
+  std::map<std::string, int> pow_bits;                      ///< added to required difficulty
+  std::string file;                                         ///< where it was written
+  int line = 0;
+};
+
 /// Prefix lengths of the address levels.
 using prefixes_config = core::level_prefixes;
 
@@ -149,6 +175,7 @@ struct policy_config {
   std::vector<violation_config> violations;  ///< in file order; pow_failed always present
   pow_counters_config pow_counters;          ///< counter settings
   std::vector<std::string> files;            ///< the files read
+  std::optional<tiers_config> tiers;         ///< consumer tiers, when a file sets them
 
   /// The category called `name`, or nullptr.
   const category_config* category(const std::string& name) const;

@@ -36,6 +36,8 @@ struct limit_request {
   std::uint64_t network = 0;
   std::uint8_t network_bits = 0;  ///< that prefix's length
   bool v6 = false;                ///< an IPv6 client
+  /// The consumer tier whose scaled limits `groups` point at (docs/design.md §15); 0xff: none.
+  std::uint8_t consumer_tier = 0xff;
 };
 
 /// One tier's result within a decision. No default member values (see limit_group).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -9,6 +10,7 @@
 #include "gateway/core/text.hpp"
 #include "gateway/limit/headers.hpp"
 #include "gateway/policy/keys.hpp"
+#include "gateway/pow/crypto.hpp"
 
 namespace tollgate::policy {
 
@@ -84,16 +86,106 @@ limit::limit_spec compile_limit(const config::category_config& cc, const config:
   return s;
 }
 
-/// Every limit a request of family `f` (0: IPv4, 1: IPv6) in `c` carries when it has every key.
-std::vector<const limit::limit_spec*> family_limits(const category_limits& c, int f) {
+/// Every limit a request of family `f` (0: IPv4, 1: IPv6) in `c` carries when it has every key,
+/// of `specs` (c.limits, or a tier's).
+std::vector<const limit::limit_spec*> family_limits(const category_limits& c, int f,
+                                                    const std::vector<limit::limit_spec>& specs) {
   std::vector<const limit::limit_spec*> limits;
   for (level l : {f == 0 ? level::ipv4_individual : level::ipv6_subnet,
                   f == 0 ? level::ipv4_network : level::ipv6_provider}) {
-    if (const auto* s = c.at_level(l)) limits.push_back(s);
+    const int i = c.by_level[static_cast<std::size_t>(l)];
+    if (i >= 0) limits.push_back(&specs[static_cast<std::size_t>(i)]);
   }
   for (std::uint8_t i : c.keyed)
-    limits.push_back(&c.limits[i]);
+    limits.push_back(&specs[i]);
   return limits;
+}
+
+/// `p` scaled by a tier's multiplier `m` (docs/design.md §15): the rate and the burst, the
+/// burst rounded up and at least 1.
+limit::gcra_params scaled(const limit::gcra_params& p, double m) {
+  if (p.burst == 0) return p;
+  const core::nanos t = std::max<core::nanos>(1, std::llround(static_cast<double>(p.emission) / m));
+  const auto b =
+      static_cast<std::uint32_t>(std::max(1.0, std::ceil(static_cast<double>(p.burst) * m - 1e-9)));
+  return {t, t * static_cast<core::nanos>(b - 1), b};
+}
+
+/// The limits of category `c` for a tier of multiplier `m`: global limits as they are, quotas
+/// only when `tiered`.
+std::vector<limit::limit_spec> scaled_limits(const category_limits& c, double m) {
+  std::vector<limit::limit_spec> out = c.limits;
+  for (limit::limit_spec& s : out) {
+    if (s.source == key_source::global) continue;
+    if (s.is_quota()) {
+      if (s.quota.tiered) {
+        s.quota.limit = static_cast<std::uint32_t>(std::min(
+            4294967295.0, std::max(1.0, std::ceil(static_cast<double>(s.quota.limit) * m - 1e-9))));
+      }
+      continue;
+    }
+    for (auto& t : s.tiers)
+      t = scaled(t, m);
+  }
+  return out;
+}
+
+/// The consumer tiers of `p`, compiled; claim paths through `claim`.
+template <class ClaimIndex>
+tier_rules compile_tiers(const config::tiers_config& t, ClaimIndex&& claim) {
+  tier_rules out;
+  for (const auto& [name, m] : t.multipliers) {
+    out.names.push_back(name);
+    out.multipliers.push_back(m);
+    const auto bits = t.pow_bits.find(name);
+    out.pow_bits.push_back(bits == t.pow_bits.end() ? 0 : bits->second);
+  }
+  out.fallback = out.find(t.default_tier);
+  for (const config::tier_source_config& c : t.from) {
+    tier_rules::source src;
+    src.kind = c.source;
+    switch (c.source) {
+      case config::tier_source_config::kind::jwt_claim:
+        src.key = {key_source::claim, c.claim, static_cast<std::int16_t>(claim(c.claim))};
+        break;
+      case config::tier_source_config::kind::key_file:
+        src.key = {c.key.source, c.key.name, -1};
+        if (src.key.source == key_source::header) {
+          std::transform(src.key.name.begin(), src.key.name.end(), src.key.name.begin(),
+                         core::ascii_lower);
+        }
+        if (src.key.source == key_source::claim) {
+          src.key.claim = static_cast<std::int16_t>(claim(c.key.name));
+        }
+        for (const auto& [key, tier] : c.keys) {
+          if (key.starts_with("sha256:")) {
+            src.hashed.emplace(key.substr(7), out.find(tier));
+          } else {
+            src.exact.emplace(key, out.find(tier));
+          }
+        }
+        src.reject_unknown = c.reject_unknown;
+        break;
+      case config::tier_source_config::kind::network:
+        src.networks = c.networks;
+        src.tier = out.find(c.tier);
+        break;
+    }
+    out.from.push_back(std::move(src));
+  }
+  return out;
+}
+
+/// Lower-case hex of SHA-256 of `value`: how a key file names a key it does not spell out.
+std::string sha256_hex(std::string_view value) {
+  const pow::digest d = pow::sha256(value);
+  std::string out(64, '0');
+  constexpr char hex[] = "0123456789abcdef";
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    out[2 * i] = hex[d[i] >> 4];
+    out[2 * i + 1] = hex[d[i] & 15];
+  }
+  return out;
 }
 
 /// The value of key part `p` of the request; "" when the request lacks it.
@@ -164,10 +256,18 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
       c.limits.push_back(std::move(s));
     }
     for (int f = 0; f < 2; ++f) {
-      const auto limits = family_limits(c, f);
+      const auto limits = family_limits(c, f, c.limits);
       // Instant 0: with no monthly quota (policy_varies), no item depends on the date.
       c.policy_field[f] = limit::policy_field(limits, 0);
       c.family_limits[f] = static_cast<std::uint8_t>(limits.size());
+    }
+    if (policy.tiers) {
+      for (const auto& [name, m] : policy.tiers->multipliers) {
+        c.tiered.push_back(scaled_limits(c, m));
+        auto& fields = c.tiered_policy_field.emplace_back();
+        for (int f = 0; f < 2; ++f)
+          fields[f] = limit::policy_field(family_limits(c, f, c.tiered.back()), 0);
+      }
     }
     c.pow = compile_pow(cc, violations_);
     if (cc.websocket) c.websocket = *cc.websocket;
@@ -176,6 +276,44 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
     by_name_.emplace(c.name, categories_.size());
     categories_.push_back(std::move(c));
   }
+  if (policy.tiers) {
+    tiers_ = compile_tiers(*policy.tiers, [this](const std::string& p) { return claim_index(p); });
+  }
+}
+
+std::uint8_t compiled_policy::tier_of(const core::address& client, const key_sources& keys,
+                                      bool& unknown_key) const {
+  unknown_key = false;
+  std::string query;
+  for (const tier_rules::source& src : tiers_->from) {
+    switch (src.kind) {
+      case config::tier_source_config::kind::jwt_claim: {
+        // The claim names a tier; a value that names none leaves it to the next source.
+        const std::uint8_t t = tiers_->find(value_of(src.key, keys, query));
+        if (t != no_tier) return t;
+        break;
+      }
+      case config::tier_source_config::kind::key_file: {
+        const std::string_view value = value_of(src.key, keys, query);
+        if (value.empty()) break;
+        if (const auto it = src.exact.find(value); it != src.exact.end()) return it->second;
+        if (!src.hashed.empty()) {
+          if (const auto it = src.hashed.find(sha256_hex(value)); it != src.hashed.end()) {
+            return it->second;
+          }
+        }
+        if (src.reject_unknown) {
+          unknown_key = true;
+          return tiers_->fallback;
+        }
+        break;
+      }
+      case config::tier_source_config::kind::network:
+        if (core::in_any(src.networks, client)) return src.tier;
+        break;
+    }
+  }
+  return tiers_->fallback;
 }
 
 const category_limits* compiled_policy::find(std::string_view name) const noexcept {
@@ -186,8 +324,10 @@ const category_limits* compiled_policy::find(std::string_view name) const noexce
 limit::limit_request compiled_policy::request(const category_limits& c,
                                               const limit::address& client, const key_sources& keys,
                                               std::uint32_t cost, core::nanos now,
-                                              std::uint32_t& unkeyed) const {
+                                              std::uint32_t& unkeyed, std::uint8_t tier) const {
+  const std::vector<limit::limit_spec>& specs = c.limits_of(tier);
   limit::limit_request r;
+  r.consumer_tier = tier;
   r.cost = cost;
   r.now = now;
   unkeyed = 0;
@@ -196,11 +336,12 @@ limit::limit_request compiled_policy::request(const category_limits& c,
   r.network_bits = limit::prefix_of(k.coarse, prefixes_);
   r.v6 = k.coarse == level::ipv6_provider;
   for (const auto& [l, key] : {std::pair{k.fine, k.fine_key}, {k.coarse, k.coarse_key}}) {
-    if (const auto* s = c.at_level(l)) r.groups[r.group_count++] = {s, key};
+    const int i = c.by_level[static_cast<std::size_t>(l)];
+    if (i >= 0) r.groups[r.group_count++] = {&specs[static_cast<std::size_t>(i)], key};
   }
   std::string query;  // a decoded query value (short ones stay in the string's own buffer)
   for (const std::uint8_t i : c.keyed) {
-    const limit::limit_spec& s = c.limits[i];
+    const limit::limit_spec& s = specs[i];
     std::uint64_t key = 0;
     if (s.source == key_source::global) {
       r.groups[r.group_count++] = {&s, 0};

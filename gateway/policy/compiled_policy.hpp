@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "gateway/config/policy.hpp"
@@ -40,10 +41,48 @@ struct category_limits {
   protocol::ws::message_limits messages;  ///< `websocket`'s message limits, compiled
   std::optional<cors_rules> cors;         ///< CORS, when the gateway owns it for the category
 
+  /// Per consumer tier (tier_rules order), `limits` scaled by its multiplier (docs/design.md
+  /// §15): the same slots and state names, other rates and bursts. Empty without tiers.
+  std::vector<std::vector<limit::limit_spec>> tiered;
+  /// Per consumer tier, its policy_field.
+  std::vector<std::array<std::string, 2>> tiered_policy_field;
+
+  /// The limits of consumer tier `tier` (no_tier: the configured ones).
+  const std::vector<limit::limit_spec>& limits_of(std::uint8_t tier) const noexcept {
+    return tier < tiered.size() ? tiered[tier] : limits;
+  }
   /// The address limit of level `l`, or nullptr.
   const limit::limit_spec* at_level(limit::level l) const noexcept {
     const int i = by_level[static_cast<std::size_t>(l)];
     return i < 0 ? nullptr : &limits[static_cast<std::size_t>(i)];
+  }
+};
+
+/// No consumer tier: a policy without tiers.
+inline constexpr std::uint8_t no_tier = 0xff;
+
+/// Consumer tiers (docs/design.md §15, "Tiers"), compiled.
+struct tier_rules {
+  std::vector<std::string> names;   ///< by index
+  std::vector<double> multipliers;  ///< by index
+  std::vector<int> pow_bits;        ///< added to a required difficulty, by index
+  std::uint8_t fallback = 0;        ///< the default tier
+  /// One source of `tiers.from`.
+  struct source {
+    config::tier_source_config::kind kind{};
+    limit::key_part key;  ///< what it reads (jwt_claim: the claim; key_file: the key)
+    std::unordered_map<std::string, std::uint8_t, core::name_hash, std::equal_to<>> exact;
+    std::unordered_map<std::string, std::uint8_t, core::name_hash, std::equal_to<>> hashed;
+    bool reject_unknown = false;
+    std::vector<core::cidr> networks;  ///< network
+    std::uint8_t tier = 0;             ///< network: its tier
+  };
+  std::vector<source> from;  ///< tried in order
+  /// The index of tier `name`, or no_tier.
+  std::uint8_t find(std::string_view name) const noexcept {
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name) return static_cast<std::uint8_t>(i);
+    return no_tier;
   }
 };
 
@@ -76,12 +115,20 @@ class compiled_policy {
   /// The configured address level prefixes.
   const limit::level_prefixes& prefixes() const noexcept { return prefixes_; }
 
-  /// The limit set of one request of category `c` from `client` at `now`, charged `cost`. Key
-  /// values come from `keys`; a limit whose key the request lacks is left out, and its slot's
-  /// bit set in `unkeyed`.
+  /// The limit set of one request of category `c` from `client` at `now`, charged `cost`, for
+  /// consumer tier `tier` (no_tier: the configured numbers). Key values come from `keys`; a
+  /// limit whose key the request lacks is left out, and its slot's bit set in `unkeyed`.
   limit::limit_request request(const category_limits& c, const limit::address& client,
                                const key_sources& keys, std::uint32_t cost, core::nanos now,
-                               std::uint32_t& unkeyed) const;
+                               std::uint32_t& unkeyed, std::uint8_t tier = no_tier) const;
+
+  /// The consumer tiers, or null when the policy has none.
+  const tier_rules* tiers() const noexcept { return tiers_ ? &*tiers_ : nullptr; }
+  /// The consumer tier of a request from `client` with `keys`: the first source of
+  /// tiers.from that names one, else the default. `unknown_key` when a key file that rejects
+  /// unknown keys did not know the request's key (docs/design.md §15: 401 unknown_key).
+  std::uint8_t tier_of(const core::address& client, const key_sources& keys,
+                       bool& unknown_key) const;
 
   /// The claim paths its limits key on (docs/design.md §15), "sub" first: what the token
   /// verifier reads from every token, in this order.
@@ -102,6 +149,7 @@ class compiled_policy {
 
   std::vector<category_limits> categories_;      ///< in policy order
   std::vector<std::string> claim_paths_{"sub"};  ///< see claim_paths
+  std::optional<tier_rules> tiers_;              ///< see tiers
   /// Index of categories_ by name (each route is resolved through it at load).
   std::unordered_map<std::string, std::size_t, core::name_hash, std::equal_to<>> by_name_;
   limit::level_prefixes prefixes_;  ///< address level prefixes

@@ -1,5 +1,7 @@
 #include "gateway/policy/gate.hpp"
 
+#include <algorithm>
+
 #include "gateway/pow/challenge.hpp"
 
 namespace tollgate::policy {
@@ -15,6 +17,13 @@ bool only_payable_rejected(const limit::limit_request& req, const limit::decisio
     if (o.wait > 0 && !s.shadow && !s.payable()) return false;
   }
   return true;
+}
+
+/// Difficulty `bits` moved by a consumer tier's `shift` (docs/design.md §15), never below 8
+/// bits when moved.
+unsigned shifted(unsigned bits, int shift) noexcept {
+  if (shift == 0) return bits;
+  return static_cast<unsigned>(std::clamp(static_cast<int>(bits) + shift, 8, 64));
 }
 
 std::int64_t seconds(core::nanos t) noexcept {
@@ -74,7 +83,8 @@ void gate::before_limits(const gate_input& in, gate_verdict& v) const {
   // 2. A client with violations shows a proof first, in categories that ask for one.
   if (c.pow.enabled) {
     const unsigned n = pow_.violations().requirement(in.who->individual, in.who->network, in.now);
-    const unsigned bits = pow::required_bits(n, c.pow.base_bits, c.pow.step_bits, c.pow.max_bits);
+    const unsigned bits = shifted(
+        pow::required_bits(n, c.pow.base_bits, c.pow.step_bits, c.pow.max_bits), in.pow_shift);
     if (n > 0) {
       v.paid = claim_proof(pow_, v.sent, bits);
       if (!v.paid) return refuse(in, bits, v);
@@ -106,15 +116,15 @@ void gate::after_limits(const gate_input& in, const limit::limit_request& req,
     return settle(v);
   }
   // Pay to pass: a proof admits this one request past the address levels, committing nothing.
-  if (claim_proof(pow_, v.sent, c.pow.on_limit_bits)) {
-    claim(claim_stage::pay, c.pow.on_limit_bits, v);
+  if (claim_proof(pow_, v.sent, shifted(c.pow.on_limit_bits, in.pow_shift))) {
+    claim(claim_stage::pay, shifted(c.pow.on_limit_bits, in.pow_shift), v);
     v.result = core::outcome::pow_passed;
     return settle(v);
   }
   // A proof that went to the violations' requirement was valid: counted so here, since
   // refuse() forgets it.
   v.effects.extra_valid = v.paid;
-  refuse(in, c.pow.on_limit_bits, v);
+  refuse(in, shifted(c.pow.on_limit_bits, in.pow_shift), v);
 }
 
 void gate::claim_lost(const gate_input& in, gate_verdict& v) const {
@@ -132,7 +142,7 @@ void gate::claim_lost(const gate_input& in, gate_verdict& v) const {
       return settle(v);  // forwarded all the same; counted as the replay it was
     case claim_stage::pay:
       v.effects.extra_valid = v.paid;
-      return refuse(in, in.category->pow.on_limit_bits, v);
+      return refuse(in, shifted(in.category->pow.on_limit_bits, in.pow_shift), v);
     case claim_stage::none:
       return;
   }

@@ -27,6 +27,7 @@ struct gate_input {
   std::string_view solution;                  ///< its proof (`X-PoW-Solution`), or ""
   core::nanos now = 0;                        ///< the instant of the decision
   bool exempt = false;  ///< on the access allow list: passes, nothing asked (docs/design.md §9)
+  int pow_shift = 0;    ///< bits added to every difficulty asked of it (its consumer tier's)
 };
 
 /// What the caller does besides answering.

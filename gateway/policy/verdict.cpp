@@ -35,7 +35,10 @@ void describe(const limit::limit_request& req, const limit::decision& d, const c
   out.period = b.quota ? core::period_name(b.period) : std::string_view();
   const int f = fam == core::family::v4 ? 0 : 1;
   if (req.group_count == c.family_limits[f] && !c.policy_varies) {
-    out.policy = c.policy_field[f];
+    // A consumer tier's own numbers (docs/design.md §15), else the configured ones.
+    out.policy = req.consumer_tier < c.tiered_policy_field.size()
+                     ? std::string_view(c.tiered_policy_field[req.consumer_tier][f])
+                     : std::string_view(c.policy_field[f]);
   } else {
     // Some limit's key was missing, so that limit was not applied and is not listed (docs/design.md
     // §4: only the limits applied to this request); or a monthly quota's window length is this

@@ -29,6 +29,7 @@ struct rate_limit_fields {
   std::int64_t retry_seconds = 0;  ///< the same as a number
   std::string_view reason;         ///< X-RateLimit-Reason (rejections only)
   std::string shadow;              ///< X-Tollgate-Shadow to the upstream: "<limit>.<tier>", or ""
+  std::string_view consumer_tier;  ///< the consumer tier whose numbers applied (§15), or ""
 };
 
 /// Fills `out` for decision `d` of request `req` in category `c` for a client of `fam`.

@@ -100,7 +100,8 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
   };
   const bad cases[] = {
       {"levels: { ipv4_individual: 32 }\nlimits: {}\n",
-       "p.yaml:2: limits: unknown key (expected levels, categories, violations or pow_counters)"},
+       "p.yaml:2: limits: unknown key (expected levels, categories, violations, pow_counters or "
+       "tiers)"},
       {"levels: { ipv4_individual: 33 }\n",
        "p.yaml:1: levels.ipv4_individual: expected a whole number from 1 to 32, got '33'"},
       {"levels: { ipv6_subnet: 0 }\n",
@@ -127,6 +128,18 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
        "p.yaml:4: categories.auth.limits.ipv4_individual.short.brust: unknown key (expected rate "
        "or "
        "burst)"},
+      {"tiers: { multipliers: { free: 1 }, default: gold }\n",
+       "p.yaml:1: tiers.default: unknown tier 'gold' (not in tiers.multipliers)"},
+      {"tiers: { multipliers: { free: 0 }, default: free }\n",
+       "p.yaml:1: tiers.multipliers.free: a multiplier is a number from 0.01 to 1000"},
+      {"tiers: { multipliers: { free: 1 }, default: free, from: [ override ] }\n",
+       "p.yaml:1: tiers.from[0]: override is not available yet (jwt_claim, key_file and network "
+       "are)"},
+      {"tiers: { multipliers: { free: 1 }, default: free, from: [ { network: { file: nope.txt, "
+       "tier: free } } ] }\n",
+       "p.yaml:1: tiers.from[0].network.file: cannot read file 'nope.txt'"},
+      {"tiers: { multipliers: { free: 1 }, default: free, pow_bits: { free: 40 } }\n",
+       "p.yaml:1: tiers.pow_bits.free: expected a whole number from -32 to 32"},
       {"categories:\n  auth:\n    limits:\n      u: { key: { jwt_claim: 'org..plan' }, short: { "
        "rate: 1/s, burst: 1 } }\n",
        "p.yaml:4: categories.auth.limits.u.key.jwt_claim: invalid claim path 'org..plan' (names of "

@@ -1,0 +1,150 @@
+"""Consumer tiers through a real gateway (docs/design.md §15, issue 23): a key file (plain and
+sha256: keys, unknown keys refused 401 unknown_key), a JWT claim and a network file each set a
+request's tier; the tier scales its limits exactly (free 10, premium 30 of a burst of 10 x3,
+restricted half), the headers and the 429 body show the scaled numbers and name the tier.
+
+Run: /usr/bin/python3 tests/identity/test_tiers.py BUILD_DIR [unittest args]
+"""
+
+import hashlib
+import json
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "websocket"))
+if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+    os.environ["TOLLGATE_BUILD_DIR"] = sys.argv.pop(1)
+
+import jwt  # noqa: E402
+
+import harness as h  # noqa: E402
+
+SECRET = "tiers-test-secret-of-some-length"
+os.environ["TOLLGATE_TEST_JWT_SECRET"] = SECRET
+PREMIUM_KEY = "k-premium-" + os.urandom(4).hex()
+
+POLICY = """
+tiers:
+  multipliers: { restricted: 0.5, free: 1, premium: 3 }
+  default: free
+  from:
+    - jwt_claim: plan
+    - key_file: { file: keys.yaml, key: { header: X-Api-Key }, unknown: reject }
+    - network: { file: datacenters.txt, tier: restricted }
+  pow_bits: { restricted: 4 }
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1/m, burst: 4 } }
+      ipv4_network: { short: { rate: 1000/s, burst: 1000 } }
+      per_key: { key: { header: X-Api-Key }, short: { rate: 1/m, burst: 10 } }
+      per_user: { key: { jwt_claim: sub }, short: { rate: 1/m, burst: 2 } }
+      everyone: { key: global, short: { rate: 1000/s, burst: 5000 } }
+  websocket:
+    limits:
+      ipv4_individual: { short: { rate: 10/s, burst: 10 } }
+"""
+
+KEYS = (f"k-free: free\nk-free-2: free\n"
+        f"sha256:{hashlib.sha256(PREMIUM_KEY.encode()).hexdigest()}: premium\n"
+        f"k-restricted: restricted\n")
+DATACENTERS = "# data centres\n203.0.113.0/24\n\n198.51.100.7/32  # one host\n"
+
+GATEWAY = h.gateway_yaml().replace(
+    "default_route:",
+    "identity:\n  jwt: { algorithms: [HS256], secret_env: TOLLGATE_TEST_JWT_SECRET }\n"
+    "default_route:")
+
+
+def get(gw, xff, headers=""):
+    return h.http_request(gw.port, f"GET /api HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: {xff}\r\n"
+                                   f"{headers}Connection: close\r\n\r\n")
+
+
+class Tiers(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.echo = h.Echo()
+        try:
+            cls.gw = h.Gateway(GATEWAY, POLICY, cls.echo.port,
+                               files={"keys.yaml": KEYS, "datacenters.txt": DATACENTERS})
+        except Exception:
+            cls.echo.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gw.stop()
+        cls.echo.stop()
+
+    def burst(self, n, key):
+        """n requests with X-Api-Key `key`, each from a new address: the statuses."""
+        return [get(self.gw, h.new_client_address(), f"X-Api-Key: {key}\r\n")
+                for _ in range(n)]
+
+    def test_free_and_premium_keys_get_10_and_30_of_a_burst_of_10(self):
+        free = self.burst(40, "k-free")
+        premium = self.burst(40, PREMIUM_KEY)
+        self.assertEqual([s for s, _, _ in free].count(200), 10)
+        self.assertEqual([s for s, _, _ in premium].count(200), 30)
+        # The headers show the tier's numbers, and the 429 names it.
+        status, headers, _ = premium[0]
+        self.assertEqual(status, 200)
+        # q, the burst, is x3; w, the time the burst takes to refill, stays (3x the rate).
+        self.assertIn('"per_key.short";q=30;w=600', headers["ratelimit-policy"])
+        self.assertIn('"ipv4_individual.short";q=12;w=240', headers["ratelimit-policy"])
+        # A global limit is not scaled.
+        self.assertIn('"everyone.short";q=5000;w=5', headers["ratelimit-policy"])
+        status, headers, body = premium[-1]
+        self.assertEqual(status, 429)
+        self.assertEqual(headers["x-ratelimit-limit"], "30")
+        problem = json.loads(body)
+        self.assertEqual((problem["level"], problem["consumer_tier"]), ("per_key", "premium"))
+        status, headers, body = free[-1]
+        self.assertEqual((status, headers["x-ratelimit-limit"]), (429, "10"))
+        self.assertEqual(json.loads(body)["consumer_tier"], "free")
+
+    def test_an_unknown_key_is_refused_and_nothing_goes_upstream(self):
+        before = self.echo.stats()
+        status, _, body = get(self.gw, h.new_client_address(), "X-Api-Key: k-made-up\r\n")
+        self.assertEqual(status, 401, body)
+        self.assertEqual(json.loads(body)["code"], "unknown_key")
+        self.assertEqual(self.echo.stats(), before)
+        # Without a key the key file says nothing: the default tier.
+        self.assertEqual(get(self.gw, h.new_client_address())[0], 200)
+
+    def test_a_tier_from_a_claim_wins_over_the_key_file(self):
+        sub = "u-" + os.urandom(4).hex()
+        now = int(time.time())
+        token = jwt.encode({"sub": sub, "plan": "premium", "exp": now + 600}, SECRET,
+                           algorithm="HS256")
+        statuses = [get(self.gw, h.new_client_address(),
+                        f"Authorization: Bearer {token}\r\nX-Api-Key: k-free-2\r\n")[0]
+                    for _ in range(8)]
+        # per_user burst 2 x3 = 6 for a premium subject (per_key x3 = 30 holds).
+        self.assertEqual(statuses, [200] * 6 + [429] * 2)
+        # A plan that names no tier leaves it to the next source (the key file: free).
+        token = jwt.encode({"sub": sub + "x", "plan": "gold", "exp": now + 600}, SECRET,
+                           algorithm="HS256")
+        statuses = [get(self.gw, h.new_client_address(),
+                        f"Authorization: Bearer {token}\r\nX-Api-Key: k-free-2\r\n")[0]
+                    for _ in range(3)]
+        self.assertEqual(statuses, [200, 200, 429])
+
+    def test_a_network_file_sets_the_tier_of_its_addresses(self):
+        # ipv4_individual burst 4: half for restricted addresses, all four for others.
+        dc = [get(self.gw, "203.0.113.9")[0] for _ in range(4)]
+        self.assertEqual(dc, [200, 200, 429, 429])
+        one = [get(self.gw, "198.51.100.7")[0] for _ in range(3)]
+        self.assertEqual(one, [200, 200, 429])
+        other = [get(self.gw, "198.51.100.8")[0] for _ in range(5)]
+        self.assertEqual(other, [200] * 4 + [429])
+        status, headers, body = get(self.gw, "203.0.113.9")
+        self.assertEqual((status, headers["x-ratelimit-limit"]), (429, "2"))
+        self.assertEqual(json.loads(body)["consumer_tier"], "restricted")
+
+
+if __name__ == "__main__":
+    h.main()
