@@ -329,3 +329,18 @@ TEST_CASE("omitted settings take their documented defaults", "[config]") {
   CHECK_FALSE(pf->individual);
   CHECK(load_policy_text("", "empty.yaml").categories.empty());
 }
+
+TEST_CASE("the example policy of docs/consumers.md loads, with its tiers and key file",
+          "[config]") {
+  const auto p =
+      config::load_policies({std::string(TOLLGATE_SOURCE_DIR) + "/policies/api-consumers.yaml"});
+  REQUIRE(p.tiers.has_value());
+  CHECK(p.tiers->default_tier == "free");
+  REQUIRE(p.tiers->from.size() == 3);
+  const auto& keys = p.tiers->from[1].keys;
+  REQUIRE(keys.size() == 3);
+  CHECK(keys[2].first.rfind("sha256:", 0) == 0);
+  CHECK(keys[2].second == "partner");
+  CHECK(p.tiers->from[2].networks.size() == 3);
+  CHECK(config::coverage_warnings(p).empty());
+}
