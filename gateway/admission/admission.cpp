@@ -134,6 +134,7 @@ step conclude(const setting& s, record& r) {
   r.fx.gate = v.effects;
   r.fx.outcome = v.result;
   if (v.forward()) return step::forward;
+  r.inflight.release();
   r.fx.upgrade_refused = r.upgrade;
   r.reply.rate_fields = v.limits_checked;
   std::uint16_t status = 429;
@@ -208,9 +209,39 @@ step unknown_key(record& r) {
   return answer_with(r, 401, may_stay(r));
 }
 
+/// 429 for a request over a concurrency limit (docs/design.md §15): `spec` has as many in
+/// flight for its key as it allows. Nothing was charged.
+step too_many_in_flight(record& r, const limit::limit_spec& spec) {
+  r.fx.outcome = core::outcome::limited;
+  problem_writer(r.reply.body, 429, "Too Many Requests")
+      .text("detail", "too many requests in flight")
+      .text("code", "too_many_in_flight")
+      .text("level", spec.name)
+      .number("retry_after", 1)
+      .finish();
+  r.reply.fields = "Retry-After: 1\r\nX-RateLimit-Reason: too_many_in_flight\r\n";
+  r.reply.content_type = {};
+  return answer_with(r, 429, may_stay(r));
+}
+
+/// Takes the places of r.limits' concurrency limits; the limit that is full, if any (nothing
+/// held then).
+const limit::limit_spec* take_places(const setting& s, record& r) {
+  for (std::uint8_t i = 0; i < r.limits.inflight_count; ++i) {
+    const limit::limit_group& g = r.limits.inflight[i];
+    if (!r.inflight.take(*s.inflight, limit::inflight_table::key_of(g.spec->scope, g.key),
+                         g.spec->concurrency)) {
+      r.inflight.release();
+      return g.spec;
+    }
+  }
+  return nullptr;
+}
+
 /// Starts `r` afresh for request `v`.
 void begin(const request_view& v, record& r) {
   r.route = nullptr;
+  r.inflight.release();  // a request that was not ended by its caller
   r.headers = v.headers;
   r.unkeyed = 0;
   r.identity.reset();
@@ -342,6 +373,11 @@ step admit(const setting& s, const request_view& v, record& r) {
   if (!r.verdict.ask_limits) return conclude(s, r);
   r.limits =
       s.policy.request(category, r.client, keys, r.route->cost, v.now, r.unkeyed, r.consumer_tier);
+  // Places in flight first: a request refused by them is charged nothing; one the limits
+  // refuse gives them back (conclude).
+  if (r.limits.inflight_count > 0 && s.inflight != nullptr) {
+    if (const limit::limit_spec* full = take_places(s, r)) return too_many_in_flight(r, *full);
+  }
   if (r.limits.group_count > 0) return step::ask_store;
   // Nothing to ask (every limit's key missing, or a category without limits): admitted.
   r.decision = limit::decision{};
@@ -372,6 +408,7 @@ step spend_claim(policy::pow_state& pow, const setting& s, step taken, record& r
 
 step store_failed(record& r) {
   // Only after ask_store: nothing was concluded, so no effect of the gate's is pending.
+  r.inflight.release();
   r.fx.outcome = core::outcome::error;
   problem_writer(r.reply.body, 503, "Service Unavailable")
       .text("detail", "the limiter store did not answer")
@@ -381,6 +418,7 @@ step store_failed(record& r) {
 }
 
 step tunnels_full(record& r) {
+  r.inflight.release();
   r.fx.outcome = core::outcome::limited;
   problem_writer(r.reply.body, 429, "Too Many Requests")
       .text("detail", "too many WebSocket connections from this address")

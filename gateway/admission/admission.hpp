@@ -20,6 +20,7 @@
 #include "gateway/core/outcome.hpp"
 #include "gateway/identity/jwt.hpp"
 #include "gateway/identity/token_cache.hpp"
+#include "gateway/limit/inflight.hpp"
 #include "gateway/limit/request.hpp"
 #include "gateway/policy/challenge_page.hpp"
 #include "gateway/policy/compiled_policy.hpp"
@@ -43,6 +44,9 @@ struct setting {
   const identity::verifier* jwt = nullptr;
   /// This worker's memory of verified tokens; null: every token verified.
   identity::token_cache* tokens = nullptr;
+  /// The places in flight of every worker (concurrency limits, docs/design.md §15); null:
+  /// concurrency limits are not applied (the simulator).
+  limit::inflight_table* inflight = nullptr;
 };
 
 /// What the caller does next.
@@ -82,11 +86,14 @@ struct record {
   identity::failure token = identity::failure::none;  ///< why its token was refused, if it was
   std::uint8_t consumer_tier = policy::no_tier;       ///< its consumer tier (docs/design.md §15)
   bool token_checked = false;                         ///< it carried a token, which was checked
-  bool token_cached = false;                 ///< and answered from the worker's memory of tokens
-  policy::gate_input gate;                   ///< what the gate was told
-  policy::gate_verdict verdict;              ///< what the gate answered
-  limit::limit_request limits;               ///< what the store is asked (step ask_store)
-  limit::decision decision;                  ///< the store's decision on them
+  bool token_cached = false;     ///< and answered from the worker's memory of tokens
+  policy::gate_input gate;       ///< what the gate was told
+  policy::gate_verdict verdict;  ///< what the gate answered
+  limit::limit_request limits;   ///< what the store is asked (step ask_store)
+  limit::decision decision;      ///< the store's decision on them
+  /// Its places under concurrency limits, held while it is in flight: given back when it is
+  /// refused, and by the caller when it ends (or a WebSocket tunnel takes them).
+  limit::inflight_holds inflight;
   std::uint32_t unkeyed = 0;                 ///< slots of limits whose key it lacks
   bool exempt = false;                       ///< on the access allow list
   bool upgrade = false;                      ///< a WebSocket upgrade

@@ -169,7 +169,7 @@ limit_config read_limit(const std::string& name, const yaml_node& n) {
     n.expect_keys({"short", "long", "quota", "shadow"});
     out.key = core::key_source::global;
   } else {
-    n.expect_keys({"key", "short", "long", "quota", "shadow"});
+    n.expect_keys({"key", "short", "long", "quota", "concurrency", "shadow"});
     const auto key = n.get("key");
     if (!key) {
       n.fail("limit '" + name +
@@ -181,7 +181,15 @@ limit_config read_limit(const std::string& name, const yaml_node& n) {
   }
   if (auto s = n.get("short")) out.tiers[0] = read_tier(*s);
   if (auto s = n.get("long")) out.tiers[1] = read_tier(*s);
-  if (auto q = n.get("quota")) {
+  if (auto c = n.get("concurrency")) {
+    if (out.tiers[0] || out.tiers[1] || n.get("quota")) {
+      c->fail(
+          "a concurrency limit has no rate tiers (short, long) nor quota: give it a limit of "
+          "its own");
+    }
+    if (out.key == core::key_source::global) c->fail("a concurrency limit is keyed, not global");
+    out.concurrency = as_u32(*c, 1, 1'000'000);
+  } else if (auto q = n.get("quota")) {
     if (out.tiers[0] || out.tiers[1]) {
       q->fail(
           "a limit is either a quota or rate tiers (short, long), not both: give the quota a "
@@ -189,7 +197,7 @@ limit_config read_limit(const std::string& name, const yaml_node& n) {
     }
     out.quota = read_quota(*q);
   } else if (!out.tiers[0] && !out.tiers[1]) {
-    n.fail("a limit needs a short tier, a long tier or both");
+    n.fail("a limit needs a short tier, a long tier or both (or a quota, or a concurrency)");
   }
   if (auto s = n.get("shadow")) out.shadow = s->as_bool();
   return out;
@@ -685,7 +693,7 @@ std::vector<std::string> coverage_warnings(const policy_config& policy) {
     if (c.unlimited || c.shadow) continue;
     bool global = false, v4 = false, v6 = false;
     for (const auto& l : c.limits) {
-      if (l.shadow) continue;
+      if (l.shadow || l.concurrency != 0) continue;  // requests in flight limit no rate
       global |= l.key == core::key_source::global;
       if (l.key == core::key_source::address && l.part != core::address_part::level) {
         v4 = v6 = true;  // key: individual or network: either family's address

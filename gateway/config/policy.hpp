@@ -48,6 +48,7 @@ struct limit_config {
   core::address_part part = core::address_part::level;
   std::optional<tier_config> tiers[2];  ///< indexed by core::tier
   std::optional<quota_config> quota;    ///< a quota instead of tiers
+  std::uint32_t concurrency = 0;        ///< requests in flight instead of tiers (0: none)
   bool shadow = false;                  ///< evaluated but not enforced (docs/design.md §12)
   int line = 0;                         ///< where it was written
 };

@@ -38,6 +38,10 @@ struct limit_request {
   bool v6 = false;                ///< an IPv6 client
   /// The consumer tier whose scaled limits `groups` point at (docs/design.md §15); 0xff: none.
   std::uint8_t consumer_tier = 0xff;
+  /// Its concurrency limits (docs/design.md §15) and keys: not decided by the store, but by
+  /// the places in flight the caller takes. Only the first `inflight_count` are used.
+  std::array<limit_group, max_keyed_limits> inflight;
+  std::uint8_t inflight_count = 0;  ///< how many
 };
 
 /// One tier's result within a decision. No default member values (see limit_group).

@@ -58,6 +58,9 @@ struct limit_spec {
   bool shadow = false;                      ///< evaluated, never enforced (docs/design.md §12)
   std::uint8_t slot = 0;                    ///< its index among its category's limits
 
+  /// Requests in flight at once per key instead of tiers (docs/design.md §15); 0: not one.
+  std::uint32_t concurrency = 0;
+
   /// Whether it is a calendar quota rather than GCRA tiers.
   bool is_quota() const noexcept { return quota.limit != 0; }
   /// The address level whose key it takes from a client of the given family.

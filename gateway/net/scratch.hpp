@@ -101,6 +101,7 @@ class scratch_pool {
   /// spare keeps no configuration alive.
   void give(std::unique_ptr<connection_scratch> s) {
     --in_use_;
+    s->request.adm.inflight.release();  // however its request ended
     if (spare_.size() >= max_spare) return;
     s->upgraded.reset();
     s->tunnel_place = {};

@@ -171,6 +171,7 @@ server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, un
     workers_.back()->per_address = &per_address_;
     workers_.back()->per_network = &per_network_;
     workers_.back()->tunnels_per_address = &tunnels_per_address_;
+    workers_.back()->inflight = &inflight_;
     // Like nginx's worker_connections: each worker holds its share of the limit.
     const unsigned n = std::max(1u, workers);
     workers_.back()->max_connections = (max_connections + n - 1) / n;

@@ -52,6 +52,7 @@ class server {
   address_slots per_address_;
   address_slots per_network_;                      ///< open connections per client network
   address_slots tunnels_per_address_;              ///< open WebSockets per client and category
+  limit::inflight_table inflight_;                 ///< requests in flight per concurrency key
   std::vector<std::unique_ptr<worker>> workers_;   ///< one per thread
   std::vector<std::vector<listening>> acceptors_;  ///< per worker
   std::vector<listener_info> infos_;               ///< per listener

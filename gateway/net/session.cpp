@@ -65,7 +65,8 @@ task<void> refuse_head(deadline_watch& watch, connection_scratch& sc, const erro
 /// What admission reads for the request in hand.
 admission::setting setting_of(worker& w, const snapshot& snap) {
   return {snap.config,   snap.policy,  snap.router,    &snap.page,
-          w.shared.gate, w.shared.pow, snap.jwt.get(), w.token_cache_for(snap)};
+          w.shared.gate, w.shared.pow, snap.jwt.get(), w.token_cache_for(snap),
+          w.inflight};
 }
 
 /// Counts the time of one limiter decision begun at `start`.
@@ -176,6 +177,7 @@ tunnel_setup hand_over(worker& w, std::unique_ptr<connection_scratch>& sc) {
   setup.metric = r.snap->metric_of(category);
   setup.extensions = sc->ws_extensions;
   setup.place = std::move(sc->tunnel_place);
+  setup.inflight = std::move(r.adm.inflight);  // an open WebSocket is in flight until it closes
   if (r.snap->config.logging.access_log_on()) {
     const auto& req = r.parser->get();
     setup.log = tunnel_setup::log_fields{
@@ -232,7 +234,8 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
         co_await run_tunnel(w, watch, hand_over(w, held.sc));
         co_return;
       }
-      sc->tunnel_place = {};  // not upgraded after all
+      sc->tunnel_place = {};     // not upgraded after all
+      r.adm.inflight.release();  // the request has ended: its places in flight go back
     } else {
       stay = co_await write_local(watch, *sc, answer_of(r));
     }

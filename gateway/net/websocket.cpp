@@ -91,6 +91,7 @@ struct tunnel final : tunnel_list::member {
         idle(s.idle_timeout),
         lifetime_end(clock::now() + s.max_lifetime),
         place(std::move(s.place)),
+        inflight(std::move(s.inflight)),
         log(std::move(s.log)) {}
 
   worker& w;
@@ -109,6 +110,7 @@ struct tunnel final : tunnel_list::member {
   /// the other direction on the same socket is left alone).
   asio::cancellation_signal wake_client_read, wake_upstream_read;
   address_slot place;               ///< under max_connections_per_address
+  limit::inflight_holds inflight;   ///< under concurrency limits (docs/design.md §15)
   direction from_client;            ///< client -> upstream
   direction from_upstream;          ///< upstream -> client
   std::uint16_t own_code = 0;       ///< the gateway's close code, once it closes

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "gateway/limit/inflight.hpp"
 #include "gateway/net/address_slots.hpp"
 #include "gateway/net/scratch.hpp"
 #include "gateway/net/stream_io.hpp"
@@ -41,7 +42,8 @@ struct tunnel_setup {
   std::chrono::nanoseconds max_lifetime{0};  ///< max_lifetime
   std::uint16_t metric = 0;                  ///< the category's label index
   bool extensions = false;                   ///< the 101 negotiated an extension (RSV bits allowed)
-  address_slot place;  ///< the connection's place under max_connections_per_address
+  address_slot place;              ///< the connection's place under max_connections_per_address
+  limit::inflight_holds inflight;  ///< its places under concurrency limits, until it closes
   /// With the access log on: what the line logged when the tunnel ends repeats of its
   /// upgrade request.
   struct log_fields {

@@ -82,6 +82,8 @@ struct worker {
   address_slots* per_network = nullptr;     ///< open connections per client network, likewise
   /// Open WebSocket connections per client and category, all workers'.
   address_slots* tunnels_per_address = nullptr;
+  /// Requests in flight per concurrency limit and key, all workers' (docs/design.md §15).
+  limit::inflight_table* inflight = nullptr;
   tunnel_list tunnels;    ///< this worker's WebSocket tunnels
   idle_connections idle;  ///< keep-alive connections between requests
   scratch_pool scratch;   ///< buffers of connections with a request

@@ -78,6 +78,7 @@ limit::limit_spec compile_limit(const config::category_config& cc, const config:
   for (int t = 0; t < 2; ++t) {
     if (lc.tiers[t]) s.tiers[t] = limit::make_params(lc.tiers[t]->rate, lc.tiers[t]->burst);
   }
+  s.concurrency = lc.concurrency;
   if (lc.quota) s.quota = {lc.quota->limit, lc.quota->period, lc.quota->tiered};
   s.shadow = lc.shadow || cc.shadow;
   s.slot = static_cast<std::uint8_t>(slot);
@@ -96,8 +97,9 @@ std::vector<const limit::limit_spec*> family_limits(const category_limits& c, in
     const int i = c.by_level[static_cast<std::size_t>(l)];
     if (i >= 0) limits.push_back(&specs[static_cast<std::size_t>(i)]);
   }
-  for (std::uint8_t i : c.keyed)
-    limits.push_back(&specs[i]);
+  for (std::uint8_t i : c.keyed) {
+    if (specs[i].concurrency == 0) limits.push_back(&specs[i]);  // not a rate: not in the field
+  }
   return limits;
 }
 
@@ -117,6 +119,11 @@ std::vector<limit::limit_spec> scaled_limits(const category_limits& c, double m)
   std::vector<limit::limit_spec> out = c.limits;
   for (limit::limit_spec& s : out) {
     if (s.source == key_source::global) continue;
+    if (s.concurrency != 0) {
+      s.concurrency = static_cast<std::uint32_t>(
+          std::max(1.0, std::ceil(static_cast<double>(s.concurrency) * m - 1e-9)));
+      continue;
+    }
     if (s.is_quota()) {
       if (s.quota.tiered) {
         s.quota.limit = static_cast<std::uint32_t>(std::min(
@@ -348,8 +355,12 @@ limit::limit_request compiled_policy::request(const category_limits& c,
       continue;
     }
     if (s.source == key_source::address) {  // key: individual or network
-      r.groups[r.group_count++] = {
-          &s, s.part == limit::address_part::network ? k.coarse_key : k.fine_key};
+      const std::uint64_t a = s.part == limit::address_part::network ? k.coarse_key : k.fine_key;
+      if (s.concurrency != 0) {
+        r.inflight[r.inflight_count++] = {&s, a};
+      } else {
+        r.groups[r.group_count++] = {&s, a};
+      }
       continue;
     }
     if (s.parts.size() == 1 && !is_address_part(s.parts[0].source)) {
@@ -363,7 +374,11 @@ limit::limit_request compiled_policy::request(const category_limits& c,
       unkeyed |= 1u << i;
       continue;
     }
-    r.groups[r.group_count++] = {&s, key};
+    if (s.concurrency != 0) {
+      r.inflight[r.inflight_count++] = {&s, key};
+    } else {
+      r.groups[r.group_count++] = {&s, key};
+    }
   }
   return r;
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gateway/limit/headers.hpp"
+#include "gateway/limit/inflight.hpp"
 #include "gateway/limit/memory_store.hpp"
 #include "support.hpp"
 
@@ -360,4 +361,54 @@ TEST_CASE("a global limit binds a rejection only when every slice of it rejects"
   const decision last = store.decide(carol);
   REQUIRE_FALSE(last.admitted);
   CHECK(binding_of(carol, last).name == "global");
+}
+
+TEST_CASE("places in flight: a full key refuses, every hold goes back however it ends",
+          "[concurrency]") {
+  limit::inflight_table table;
+  const std::uint64_t a = limit::inflight_table::key_of(7, 1),
+                      b = limit::inflight_table::key_of(8, 1);
+  CHECK(a != b);  // the same key under two limits is two counts
+  {
+    limit::inflight_holds first, second;
+    REQUIRE(first.take(table, a, 2));
+    REQUIRE(first.take(table, b, 1));
+    REQUIRE(second.take(table, a, 2));
+    CHECK_FALSE(second.take(table, b, 1));  // full: nothing taken
+    CHECK(table.taken(a) == 2);
+    CHECK(table.taken(b) == 1);
+    limit::inflight_holds moved = std::move(first);  // a tunnel takes a request's places
+    CHECK(first.empty());
+    first.release();  // nothing left to give back
+    CHECK(table.taken(a) == 2);
+    moved.release();
+    CHECK(table.taken(a) == 1);
+    CHECK(table.taken(b) == 0);
+  }  // second destroyed: its place goes back
+  CHECK(table.taken(a) == 0);
+}
+
+TEST_CASE("places in flight are exact under threads", "[concurrency]") {
+  limit::inflight_table table;
+  const std::uint64_t key = limit::inflight_table::key_of(1, 42);
+  std::atomic<int> held{0}, most{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20000; ++i) {
+        limit::inflight_holds h;
+        if (!h.take(table, key, 3)) continue;
+        const int now = ++held;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        --held;
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  CHECK(most.load() <= 3);
+  CHECK(most.load() >= 1);
+  CHECK(table.taken(key) == 0);
 }

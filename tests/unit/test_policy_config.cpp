@@ -160,7 +160,16 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
        "header, query, cookie, bearer or jwt_claim, or a list of these (a composite key)"},
       {"categories:\n  auth:\n    limits:\n      ipv4_individual: {}\n",
        "p.yaml:4: categories.auth.limits.ipv4_individual: a limit needs a short tier, a long tier "
-       "or both"},
+       "or both (or a quota, or a concurrency)"},
+      {"categories:\n  auth:\n    limits:\n      f: { key: individual, concurrency: 0 }\n",
+       "p.yaml:4: categories.auth.limits.f.concurrency: expected a whole number from 1 to 1000000, "
+       "got '0'"},
+      {"categories:\n  auth:\n    limits:\n      f: { key: individual, concurrency: 5, short: { "
+       "rate: 1/s, burst: 1 } }\n",
+       "p.yaml:4: categories.auth.limits.f.concurrency: a concurrency limit has no rate tiers "
+       "(short, long) nor quota: give it a limit of its own"},
+      {"categories:\n  auth:\n    limits:\n      f: { key: global, concurrency: 5 }\n",
+       "p.yaml:4: categories.auth.limits.f.concurrency: a concurrency limit is keyed, not global"},
       {"categories:\n  auth:\n    limits:\n      ipv4_indiviual: { short: { rate: 1/s, burst: 1 } "
        "}\n",
        "p.yaml:4: categories.auth.limits.ipv4_indiviual: limit 'ipv4_indiviual' needs a key "
