@@ -9,6 +9,10 @@
 #   TOLLGATE_BENCH_REDIS=1 bash bench/instructions.sh ...    (store: redis, a local redis-server)
 #   TOLLGATE_BENCH_LIMITED=1 bash bench/instructions.sh ...  (the 429 path: every request past
 #                                                            the warm-up is rejected)
+#   TOLLGATE_BENCH_TOKEN=plain|verified|keyed|tiered ...       (docs/design.md §15: every request
+#     carries one ES256 token made by python3-jwt; plain: no identity configured (the same
+#     request, unkeyed); verified: identity.jwt verifies it (cached after the first); keyed: and
+#     a limit keyed on its sub claim; tiered: and tiers from its plan claim)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-10}"
@@ -31,13 +35,47 @@ if [ -n "${TOLLGATE_BENCH_REDIS:-}" ]; then
   echo "store: { type: redis, address: \"127.0.0.1:$rd\", timeout: 1s, fail_mode: closed }" >>"$work/gateway.yaml"
 fi
 url_path=/api/profiles/x
+wrk_header=()
+if [ -n "${TOLLGATE_BENCH_TOKEN:-}" ]; then
+  /usr/bin/python3 - "$work" <<'PY'
+import json, sys, time
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec
+key = ec.generate_private_key(ec.SECP256R1())
+jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+jwk["kid"] = "bench"
+open(sys.argv[1] + "/jwks.json", "w").write(json.dumps({"keys": [jwk]}))
+token = jwt.encode({"sub": "bench-user", "plan": "premium", "iss": "https://id.bench/",
+                    "aud": "api", "exp": int(time.time()) + 3600}, key, algorithm="ES256",
+                   headers={"kid": "bench"})
+open(sys.argv[1] + "/token", "w").write(token)
+PY
+  wrk_header=(-H "Authorization: Bearer $(cat "$work/token")")
+  if [ "$TOLLGATE_BENCH_TOKEN" != plain ]; then
+    cat >>"$work/gateway.yaml" <<YAML
+identity:
+  jwt: { jwks_file: $work/jwks.json, algorithms: [ES256], issuer: "https://id.bench/", audience: api }
+YAML
+  fi
+  if [ "$TOLLGATE_BENCH_TOKEN" = keyed ] || [ "$TOLLGATE_BENCH_TOKEN" = tiered ]; then
+    # The open policy plus a limit on the token's subject that never binds.
+    awk '{print} /^  general:/ {g=1} g && /^    limits:/ {print "      per_user: { key: { jwt_claim: sub }, short: { rate: 1000000/s, burst: 1000000 } }"; g=0}' \
+      "$policy" >"$work/policy.yaml"
+    if [ "$TOLLGATE_BENCH_TOKEN" = tiered ]; then
+      printf 'tiers:\n  multipliers: { free: 1, premium: 3 }\n  default: free\n  from: [ { jwt_claim: plan } ]\n' \
+        >>"$work/policy.yaml"
+    fi
+    sed -i "s|^policies: .*|policies: [$work/policy.yaml]|" "$work/gateway.yaml"
+  fi
+fi
 
 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$binary" \
   --config "$work/gateway.yaml" >"$work/cg.log" 2>&1 & cg=$!; pids+=($cg)
 port=$(public_port "$work/cg.log" 200)
-wrk -t1 -c16 -d3s "http://127.0.0.1:$port$url_path" >/dev/null 2>&1
+wrk -t1 -c16 -d3s "${wrk_header[@]}" "http://127.0.0.1:$port$url_path" >/dev/null 2>&1
 callgrind_control -z "$cg" >/dev/null
-requests=$(wrk -t1 -c16 -d"${seconds}s" "http://127.0.0.1:$port$url_path" | awk '/requests in/ {print $1}')
+requests=$(wrk -t1 -c16 -d"${seconds}s" "${wrk_header[@]}" "http://127.0.0.1:$port$url_path" |
+  awk '/requests in/ {print $1}')
 callgrind_control -d "$cg" >/dev/null
 kill "$cg"; wait "$cg" 2>/dev/null || true
 ir=$(cat "$work"/cg.out* | awk '/^summary:/ {s += $2} END {print s}')
@@ -48,10 +86,11 @@ printf 'instructions per request: %.0f  (%s requests under callgrind)\n' \
 
 "$binary" --config "$work/gateway.yaml" >"$work/st.log" 2>&1 & tg=$!; pids+=($tg)
 port=$(public_port "$work/st.log")
-wrk -t1 -c16 -d2s "http://127.0.0.1:$port$url_path" >/dev/null 2>&1
+wrk -t1 -c16 -d2s "${wrk_header[@]}" "http://127.0.0.1:$port$url_path" >/dev/null 2>&1
 strace -c -f -p "$tg" -o "$work/strace.txt" & st=$!
 sleep 0.5
-requests=$(wrk -t1 -c16 -d"${seconds}s" "http://127.0.0.1:$port$url_path" | awk '/requests in/ {print $1}')
+requests=$(wrk -t1 -c16 -d"${seconds}s" "${wrk_header[@]}" "http://127.0.0.1:$port$url_path" |
+  awk '/requests in/ {print $1}')
 kill -INT "$st"; wait "$st" 2>/dev/null || true
 calls=$(awk '$NF == "total" {print $(NF-2)}' "$work/strace.txt")
 printf 'system calls per request: %.2f\n' "$(awk -v c="$calls" -v n="$requests" 'BEGIN {print c / n}')"

@@ -172,14 +172,36 @@ step answer_preflight(const request_view& v, record& r) {
 /// comes more than once (which one would the upstream read?).
 std::string_view token_of(const config::jwt_config& j, const header_source& h, bool& twice) {
   if (j.from.cookie) {
-    const std::string_view cookies = h.value("Cookie");
-    twice = h.count("Cookie") > 1;
-    return policy::cookie_value(cookies, j.from.name);
+    // A browser may split its cookies over several Cookie fields: the token's cookie is looked
+    // for in each, and is refused when named twice.
+    struct cookies {
+      std::string_view name, value;
+      std::size_t n = 0;
+      static void add(void* self, std::string_view line) {
+        auto& c = *static_cast<cookies*>(self);
+        std::string_view v;
+        while (c.n < 2 && policy::next_cookie(line, c.name, v)) {
+          if (c.n++ == 0) c.value = v;
+        }
+      }
+    } c{j.from.name, {}};
+    h.each("Cookie", &cookies::add, &c);
+    twice = c.n > 1;
+    return c.value;
   }
-  twice = h.count(j.from.name) > 1;
-  const std::string_view value = h.value(j.from.name);
-  if (core::iequals(j.from.name, "authorization")) return core::bearer_token(value);
-  return core::trim(value);
+  // One pass over the fields of that name: the first value, and whether there is another.
+  struct first_of {
+    std::string_view value;
+    std::size_t n = 0;
+    static void add(void* self, std::string_view v) {
+      auto& f = *static_cast<first_of*>(self);
+      if (f.n++ == 0) f.value = v;
+    }
+  } f;
+  h.each(j.from.name, &first_of::add, &f);
+  twice = f.n > 1;
+  if (core::iequals(j.from.name, "authorization")) return core::bearer_token(f.value);
+  return core::trim(f.value);
 }
 
 /// 401 for a refused token (on_invalid: reject), with the reason; a token_invalid violation.

@@ -30,10 +30,12 @@ struct sip_state {
   }
 };
 
+/// Eight bytes as a little-endian word: one load (the byte-by-byte form cost GCC 12 about 30
+/// instructions a word, a third of a cached token's cost: bench/README, "Identity").
 std::uint64_t load_le64(const char* p) noexcept {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i)
-    v = (v << 8) | static_cast<unsigned char>(p[i]);
+  std::uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
   return v;
 }
 

@@ -2,7 +2,8 @@
 /// A worker's memory of the tokens it verified (docs/design.md §15): a hot token costs a hash
 /// and a lookup, not a signature check. Bounded (least recently used go first); an entry lives
 /// until its token's "exp", and only while the verifier and its key set are the ones it was
-/// verified against (a reload or a refreshed key set starts afresh).
+/// verified against (a reload or a refreshed key set starts afresh). Tokens are remembered by a
+/// keyed 64-bit SipHash and their length.
 
 #include <cstdint>
 #include <list>
@@ -44,7 +45,7 @@ class token_cache {
  private:
   struct entry {
     std::uint64_t hash = 0;        ///< the index's key
-    std::uint64_t check = 0;       ///< a second hash of the token: both must match
+    std::uint64_t check = 0;       ///< the token's length: hash and length must match
     std::uint64_t generation = 0;  ///< verifier::generation() when verified
     token_result result;
   };

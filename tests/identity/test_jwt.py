@@ -335,6 +335,39 @@ class JwksUrl(unittest.TestCase):
             served.stop()
 
 
+class CookieSource(unittest.TestCase):
+    def test_a_token_in_a_cookie(self):
+        keys = Keys()
+        echo = h.Echo()
+        gw = None
+        try:
+            gw = h.Gateway(gateway_file().replace("    leeway: 5s\n",
+                                                  "    leeway: 5s\n    from: { cookie: session }\n"),
+                           POLICY, echo.port, files={"jwks.json": keys.first_set()})
+            sub = "cookie-" + os.urandom(4).hex()
+            token = jwt.encode(claims(sub=sub), keys.ed, algorithm="EdDSA", headers={"kid": "ed"})
+            # Cookies split over two fields, as HTTP/2 clients send them: per_user (burst 3)
+            # counts the subject.
+            statuses = [get(gw, None, xff=h.new_client_address(),
+                            headers=f"Cookie: a=1\r\nCookie: session={token}; b=2\r\n")[0]
+                        for _ in range(4)]
+            self.assertEqual(statuses, [200, 200, 200, 429])
+            # The same cookie twice: which would the upstream read? Refused.
+            status, _, body = get(gw, None, xff=h.new_client_address(),
+                                  headers=f"Cookie: session={token}; session=x\r\n")
+            self.assertEqual((status, json.loads(body)["reason"]), (401, "malformed"))
+            # No WWW-Authenticate for a cookie, and an Authorization header is not the source.
+            status, headers, body = get(gw, "garbage", xff=h.new_client_address(),
+                                        headers="Cookie: session=not.a.token\r\n")
+            self.assertEqual(status, 401)
+            self.assertNotIn("www-authenticate", headers)
+            self.assertEqual(get(gw, "garbage", xff=h.new_client_address())[0], 200)
+        finally:
+            if gw is not None:
+                gw.stop()
+            echo.stop()
+
+
 class AnonymousOnInvalid(unittest.TestCase):
     def test_a_refused_token_is_anonymous(self):
         keys = Keys()
