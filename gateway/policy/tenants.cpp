@@ -44,12 +44,13 @@ std::string state_prefix(std::string_view label) {
   return std::string(label) + "@";
 }
 
-tenant::tenant(const config::gateway_config& g, const config::host_config& h,
-               core::siphash_key key, const compile_options& options)
-    : label(h.label()), policy(h.policy, key, options), routes(h.routes, h.default_route, g, policy) {}
+tenant::tenant(const config::gateway_config& g, const config::host_config& h, core::siphash_key key,
+               const compile_options& options)
+    : label(h.label()),
+      policy(h.policy, key, options),
+      routes(h.routes, h.default_route, g, policy) {}
 
-tenants::tenants(const config::gateway_config& g, const compiled_policy& top,
-                 core::siphash_key key)
+tenants::tenants(const config::gateway_config& g, const compiled_policy& top, core::siphash_key key)
     : claim_paths_(top.claim_paths()) {
   std::map<std::uint32_t, std::string> scopes;
   claim_scopes(top, g.policy, scopes);

@@ -36,10 +36,9 @@ struct scratch {
   scratch() {
     dir = fs::temp_directory_path() / ("tollgate-hosts-" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    std::ofstream(dir / "top.yaml")
-        << "categories:\n  general:\n    limits:\n"
-           "      ipv4_individual: { short: { rate: 1/m, burst: 3 } }\n"
-           "violations:\n  rejected: { levels: [individual] }\n";
+    std::ofstream(dir / "top.yaml") << "categories:\n  general:\n    limits:\n"
+                                       "      ipv4_individual: { short: { rate: 1/m, burst: 3 } }\n"
+                                       "violations:\n  rejected: { levels: [individual] }\n";
     std::ofstream(dir / "a.yaml") << "categories:\n  general:\n    limits:\n"
                                      "      ipv4_individual: { short: { rate: 1/m, burst: 2 } }\n"
                                      "    status_violations: { 403: rejected }\n";
@@ -150,9 +149,9 @@ struct world {
           std::string_view peer = "203.0.113.7") {
     const std::string fields = host.empty() ? std::string() : "Host: " + std::string(host) + "\n";
     const string_headers headers(fields);
-    const admission::request_view v{
-        "GET", target, &headers, core::address::parse(peer).value(), false, false, false, true,
-        true,  now};
+    const admission::request_view v{"GET", target, &headers, core::address::parse(peer).value(),
+                                    false, false,  false,    true,
+                                    true,  now};
     admission::step s = admission::admit(setting, v, r);
     if (s == admission::step::ask_store) {
       r.decision = store.decide(r.limits);
@@ -267,8 +266,9 @@ TEST_CASE("two hosts' categories of one name keep their state apart") {
 TEST_CASE("host entries' errors name file, line and key") {
   scratch s;
   s.put("levels.yaml", "levels: { ipv4_individual: 32 }\ncategories:\n  general: {}\n");
-  s.put("bad.yaml", "categories:\n  general:\n    limits:\n      ipv4_individual: { short: "
-                    "{ rate: 1/m, burst: 0 } }\n");
+  s.put("bad.yaml",
+        "categories:\n  general:\n    limits:\n      ipv4_individual: { short: "
+        "{ rate: 1/m, burst: 0 } }\n");
   s.put("why.yaml", "categories:\n  general:\n    status_violations: { 403: nope }\n");
   const auto host = [](const std::string& entry) { return top + "hosts:\n" + entry; };
   const std::string dr = "    default_route: { category: general, upstream: app }\n";
@@ -296,8 +296,7 @@ TEST_CASE("host entries' errors name file, line and key") {
       {host("  - names: [a.example]\n" + dr + "    policies: [a.yaml]\n" +
             "  - names: [b.example, A.Example]\n" + dr + "    policies: [b.yaml]\n"),
        "g.yaml:9: hosts[1].names[1]: 'a.example' is already a name of hosts[0]"},
-      {host("  - names: [a.example]\n" + dr),
-       "g.yaml:6: hosts[0].policies: missing required key"},
+      {host("  - names: [a.example]\n" + dr), "g.yaml:6: hosts[0].policies: missing required key"},
       {host("  - names: [a.example]\n" + dr + "    policies: []\n"),
        "g.yaml:8: hosts[0].policies: at least one policy file is needed"},
       {host("  - names: [a.example]\n    policies: [a.yaml]\n"),
