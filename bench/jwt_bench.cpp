@@ -57,16 +57,27 @@ void verify(benchmark::State& state, const char* name) {
   const std::string t = token(name);
   identity::claims c;
   for (auto _ : state) {
-    if (data().v.verify(t, data().now, c) != identity::failure::none) state.SkipWithError("refused");
+    if (data().v.verify(t, data().now, c) != identity::failure::none)
+      state.SkipWithError("refused");
     benchmark::DoNotOptimize(c);
   }
 }
 
-void BM_first_verification_RS256(benchmark::State& s) { verify(s, "RS256 verifies"); }
-void BM_first_verification_PS256(benchmark::State& s) { verify(s, "PS256 verifies"); }
-void BM_first_verification_ES256(benchmark::State& s) { verify(s, "ES256 verifies"); }
-void BM_first_verification_EdDSA(benchmark::State& s) { verify(s, "EdDSA verifies"); }
-void BM_first_verification_HS256(benchmark::State& s) { verify(s, "HS256 verifies with the secret"); }
+void BM_first_verification_RS256(benchmark::State& s) {
+  verify(s, "RS256 verifies");
+}
+void BM_first_verification_PS256(benchmark::State& s) {
+  verify(s, "PS256 verifies");
+}
+void BM_first_verification_ES256(benchmark::State& s) {
+  verify(s, "ES256 verifies");
+}
+void BM_first_verification_EdDSA(benchmark::State& s) {
+  verify(s, "EdDSA verifies");
+}
+void BM_first_verification_HS256(benchmark::State& s) {
+  verify(s, "HS256 verifies with the secret");
+}
 
 void BM_cached_token(benchmark::State& state) {
   const std::string t = token("ES256 verifies");

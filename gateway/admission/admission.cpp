@@ -379,10 +379,13 @@ step admit(const setting& s, const request_view& v, record& r) {
   }
   const policy::key_sources keys{&header_of, v.headers, v.target,
                                  r.identity ? &r.identity->values : nullptr};
-  if (const policy::tier_rules* tiers = s.policy.tiers(); tiers != nullptr && !r.exempt) {
+  // The route's policy: the top level's, or that of the host entry the Host named (docs/
+  // design.md §15, "Tenants (per Host)"), whose tiers and keys apply.
+  const policy::compiled_policy& policy = *r.route->policy;
+  if (const policy::tier_rules* tiers = policy.tiers(); tiers != nullptr && !r.exempt) {
     // The consumer's tier scales its limits and moves its difficulty (docs/design.md §15).
     bool unknown = false;
-    r.consumer_tier = s.policy.tier_of(r.client, keys, unknown);
+    r.consumer_tier = policy.tier_of(r.client, keys, unknown);
     if (unknown) {
       if (s.gate.screen(r.gate, r.verdict) && r.verdict.result == core::outcome::banned) {
         return conclude(s, r);
@@ -394,7 +397,7 @@ step admit(const setting& s, const request_view& v, record& r) {
   s.gate.before_limits(r.gate, r.verdict);
   if (!r.verdict.ask_limits) return conclude(s, r);
   r.limits =
-      s.policy.request(category, r.client, keys, r.route->cost, v.now, r.unkeyed, r.consumer_tier);
+      policy.request(category, r.client, keys, r.route->cost, v.now, r.unkeyed, r.consumer_tier);
   // Places in flight first: a request refused by them is charged nothing; one the limits
   // refuse gives them back (conclude).
   if (r.limits.inflight_count > 0 && s.inflight != nullptr) {
@@ -410,7 +413,7 @@ step admit(const setting& s, const request_view& v, record& r) {
 step after_store(const setting& s, record& r) {
   policy::describe(r.limits, r.decision, r.category(), r.client.family(), r.rate);
   if (r.consumer_tier != policy::no_tier) {
-    r.rate.consumer_tier = s.policy.tiers()->names[r.consumer_tier];
+    r.rate.consumer_tier = r.route->policy->tiers()->names[r.consumer_tier];
   }
   s.gate.after_limits(r.gate, r.limits, r.decision, r.verdict);
   return conclude(s, r);

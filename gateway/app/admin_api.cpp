@@ -66,33 +66,41 @@ admin_api::reply admin_api::bans() const {
   return answer(200, json::object{{"bans", std::move(list)}});
 }
 
-/// Limiter state of every address limit of every category for `a`: what a request now would
-/// see. Limits keyed on anything else are not the address's, and are not shown.
+/// Limiter state of every address limit of every category for `a` (the top level's, then each
+/// host entry's, which names its `host`): what a request now would see. Limits keyed on
+/// anything else are not the address's, and are not shown.
 json::array admin_api::limits_of(const core::address& a, core::nanos now) const {
   const auto& snap = *c_.current;
   const auto keys = limit::keys_of(a, snap.policy.prefixes());
   json::array out;
-  for (const auto& c : snap.policy.categories()) {
-    for (const auto& [lvl, key] :
-         {std::pair{keys.fine, keys.fine_key}, {keys.coarse, keys.coarse_key}}) {
-      const limit::limit_spec* spec = c.at_level(lvl);
-      if (spec == nullptr) continue;
-      const auto state = c_.store.state_of(*spec, key);
-      for (int t = 0; t < 2; ++t) {
-        const auto& p = spec->tiers[static_cast<std::size_t>(t)];
-        if (p.burst == 0) continue;
-        const core::nanos tat = state ? std::max(state->tat[t], now) : now;
-        out.push_back(json::object{{"category", c.name},
-                                   {"level", spec->name},
-                                   {"tier", limit::tier_name(static_cast<limit::tier>(t))},
-                                   {"limit", p.burst},
-                                   {"remaining", limit::gcra_remaining(tat, now, p)},
-                                   {"reset", core::ceil_seconds(tat)},
-                                   {"tracked", state.has_value()},
-                                   {"shadow", spec->shadow}});
+  auto add = [&](const policy::compiled_policy& policy, const std::string* host) {
+    for (const auto& c : policy.categories()) {
+      for (const auto& [lvl, key] :
+           {std::pair{keys.fine, keys.fine_key}, {keys.coarse, keys.coarse_key}}) {
+        const limit::limit_spec* spec = c.at_level(lvl);
+        if (spec == nullptr) continue;
+        const auto state = c_.store.state_of(*spec, key);
+        for (int t = 0; t < 2; ++t) {
+          const auto& p = spec->tiers[static_cast<std::size_t>(t)];
+          if (p.burst == 0) continue;
+          const core::nanos tat = state ? std::max(state->tat[t], now) : now;
+          json::object o{{"category", c.name},
+                         {"level", spec->name},
+                         {"tier", limit::tier_name(static_cast<limit::tier>(t))},
+                         {"limit", p.burst},
+                         {"remaining", limit::gcra_remaining(tat, now, p)},
+                         {"reset", core::ceil_seconds(tat)},
+                         {"tracked", state.has_value()},
+                         {"shadow", spec->shadow}};
+          if (host != nullptr) o["host"] = *host;
+          out.push_back(std::move(o));
+        }
       }
     }
-  }
+  };
+  add(snap.policy, nullptr);
+  for (const auto& t : snap.hosts.entries())
+    add(t.policy, &t.label);
   return out;
 }
 

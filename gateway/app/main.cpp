@@ -53,11 +53,17 @@ int check_config(const std::string& path) {
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(g.file + ": " + e.what());
     }
-    for (const auto& w : config::coverage_warnings(g.policy))
+    for (const auto& w : config::coverage_warnings(g))
       std::fprintf(stderr, "warning: %s\n", w.c_str());
-    std::printf("%s: ok (%zu listeners, %zu upstreams, %zu routes, %zu categories)\n", path.c_str(),
+    std::printf("%s: ok (%zu listeners, %zu upstreams, %zu routes, %zu categories", path.c_str(),
                 g.listeners.size(), g.upstreams.size(), g.routes.size(),
                 g.policy.categories.size());
+    // Host entries (docs/design.md §15), when there are any: their own routes and categories.
+    for (const auto& h : g.hosts) {
+      std::printf("; host %s: %zu routes, %zu categories", h.label().c_str(), h.routes.size(),
+                  h.policy.categories.size());
+    }
+    std::printf(")\n");
     return 0;
   } catch (const std::exception& e) {
     // config::error above all; anything else is a bug, but still an answer, not an abort.

@@ -28,7 +28,7 @@ void reload(const reload_context& r, reload_files files) {
     for (const auto& key : restart_only) {
       spdlog::warn("reload: {} changed; takes effect at restart", key);
     }
-    for (const auto& w : config::coverage_warnings(next->config.policy))
+    for (const auto& w : config::coverage_warnings(next->config))
       spdlog::warn("{}", w);
     // A key set fetched from a jwks_url that stays is the new verifier's too, until the next
     // fetch (app/serve.cpp's follow_jwks keeps fetching into it).

@@ -64,6 +64,14 @@ void log_summary(const config::gateway_config& g, unsigned workers, std::string_
     spdlog::info("upstream {}: {}", u.name, endpoints_of(u));
   spdlog::info("{} routes, default: {} -> {}", g.routes.size(), g.default_route.category,
                g.default_route.upstream);
+  for (const auto& h : g.hosts) {
+    std::string names;
+    for (const auto& c : h.policy.categories)
+      names += (names.empty() ? "" : ", ") + c.name;
+    spdlog::info("host {} ({} names): {} routes, default: {} -> {}, categories: {}", h.label(),
+                 h.names.size(), h.routes.size(), h.default_route.category,
+                 h.default_route.upstream, names);
+  }
 }
 
 /// TOLLGATE_ADMIN_TOKEN, or "" (said: the admin API is then open).
@@ -189,7 +197,7 @@ class gateway_process {
     signals_->add(SIGUSR1);
     ::pthread_sigmask(SIG_UNBLOCK, &early_, nullptr);
     log_summary(current_->config, workers_, version_);
-    for (const auto& w : config::coverage_warnings(current_->config.policy))
+    for (const auto& w : config::coverage_warnings(current_->config))
       spdlog::warn("{}", w);
     const auto max_connections = connection_budget();
     if (!max_connections) return false;

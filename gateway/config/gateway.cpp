@@ -7,9 +7,16 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "gateway/config/routes.hpp"
 #include "gateway/config/yaml_reader.hpp"
 
 namespace tollgate::config {
+
+std::string resolve(const std::string& base_file, const std::string& path) {
+  const std::filesystem::path p(path);
+  if (p.is_absolute()) return path;
+  return (std::filesystem::path(base_file).parent_path() / p).lexically_normal().string();
+}
 
 namespace {
 
@@ -22,12 +29,6 @@ bool valid_dns_name(std::string_view h) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
            c == '.' || c == '_';
   });
-}
-
-std::string resolve(const std::string& base_file, const std::string& path) {
-  const fs::path p(path);
-  if (p.is_absolute()) return path;
-  return (fs::path(base_file).parent_path() / p).lexically_normal().string();
 }
 
 /// A path relative to the gateway file that must be readable now.
@@ -149,84 +150,6 @@ upstream_config read_upstream(const std::string& name, const yaml_node& n) {
     u.max_failures = static_cast<std::uint32_t>(v->as_uint(1, 1000));
   if (auto v = n.get("ejection_time")) u.ejection_time = positive_duration(*v);
   return u;
-}
-
-bool valid_method(const std::string& m) {
-  return !m.empty() && m.size() <= 32 &&
-         std::all_of(m.begin(), m.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
-}
-
-/// The options that loosen path comparison (see path_options); only next to a path.
-path_options read_path_options(const yaml_node& n, const route_config& r) {
-  path_options o;
-  for (auto [key, flag] :
-       {std::pair{"ignore_trailing_slash", &path_options::ignore_trailing_slash},
-        std::pair{"case_insensitive", &path_options::case_insensitive},
-        std::pair{"ignore_path_parameters", &path_options::ignore_path_parameters}}) {
-    if (auto v = n.get(key)) {
-      o.*flag = v->as_bool();
-      if (r.kind == path_match::any) v->fail("needs one of path, path_prefix and path_glob");
-      // A request path never has a ';' left when this compares it.
-      if (o.ignore_path_parameters && r.path.find(';') != std::string::npos) {
-        v->fail("the path has a ';' parameter, which requests are compared without");
-      }
-    }
-  }
-  return o;
-}
-
-void read_match(const yaml_node& n, route_config& r) {
-  n.expect_keys({"method", "path", "path_prefix", "path_glob", "header", "ignore_trailing_slash",
-                 "case_insensitive", "ignore_path_parameters"});
-  if (auto m = n.get("method")) {
-    r.method = m->as_string();
-    if (!valid_method(r.method)) {
-      m->fail("invalid method '" + r.method + "' (expected an upper-case token such as GET)");
-    }
-  }
-  int paths = 0;
-  for (auto [key, kind] :
-       {std::pair{"path", path_match::exact}, std::pair{"path_prefix", path_match::prefix},
-        std::pair{"path_glob", path_match::glob}}) {
-    if (auto p = n.get(key)) {
-      if (++paths > 1) p->fail("use only one of path, path_prefix and path_glob");
-      r.kind = kind;
-      r.path = p->as_string();
-      if (r.path.empty() || r.path.front() != '/') p->fail("must start with /");
-    }
-  }
-  r.options = read_path_options(n, r);
-  if (auto h = n.get("header")) {
-    for (const auto& [name, value] : h->entries()) {
-      if (!valid_header_name(name)) value.fail("invalid header name");
-      r.headers.emplace_back(name, value.as_string());
-    }
-  }
-}
-
-/// The policy's categories by name: every route looks its own up (a file of thousands of
-/// routes and categories loads in linear time).
-using category_index = std::unordered_map<std::string_view, const category_config*>;
-
-route_config read_route_target(const yaml_node& n, route_config r, const gateway_config& g,
-                               const category_index& categories) {
-  const yaml_node category = n.at("category");
-  r.category = category.as_string();
-  const auto found = categories.find(r.category);
-  if (found == categories.end()) {
-    category.fail("unknown category '" + r.category + "' (not defined in the policy files)");
-  }
-  const yaml_node upstream = n.at("upstream");
-  r.upstream = upstream.as_string();
-  if (g.upstream(r.upstream) == nullptr) upstream.fail("unknown upstream '" + r.upstream + "'");
-  if (auto cost = n.get("cost")) {
-    // Checked against the category's bursts here, where the route's own line is known.
-    r.cost = static_cast<std::uint32_t>(cost->as_uint(1, 1'000'000));
-    const std::string fault = cost_fault(*found->second, r.cost);
-    if (!fault.empty()) cost->fail(fault + " in category " + r.category);
-  }
-  r.line = n.line();
-  return r;
 }
 
 /// Larger page templates are refused: a page is sent with every browser's 428.
@@ -577,29 +500,12 @@ std::uint32_t read_workers(const yaml_node& w) {
   return static_cast<std::uint32_t>(*n);
 }
 
-void read_routes(const yaml_node& root, gateway_config& g) {
-  category_index categories;
-  for (const auto& c : g.policy.categories)
-    categories.emplace(c.name, &c);
-  if (auto routes = root.get("routes")) {
-    for (const yaml_node& n : routes->items()) {
-      n.expect_keys({"match", "category", "upstream", "cost"});
-      route_config r;
-      read_match(n.at("match"), r);
-      g.routes.push_back(read_route_target(n, std::move(r), g, categories));
-    }
-  }
-  const yaml_node d = root.at("default_route");
-  d.expect_keys({"category", "upstream", "cost"});
-  g.default_route = read_route_target(d, route_config{}, g, categories);
-}
-
 gateway_config read_gateway(const std::string& path) {
   const yaml_node root = load_yaml_file(path);
   if (root.is_null()) root.fail("the file is empty");
   root.expect_keys({"listeners", "admin", "workers", "limits", "trusted_proxies", "upstreams",
                     "routes", "default_route", "policies", "pow", "store", "logging", "access",
-                    "shutdown", "identity"});
+                    "shutdown", "identity", "hosts"});
   gateway_config g;
   g.file = path;
 
@@ -630,6 +536,7 @@ gateway_config read_gateway(const std::string& path) {
   if (auto a = root.get("access")) g.access = read_access(*a);
   if (auto s = root.get("shutdown")) g.shutdown = read_shutdown(*s);
   if (auto i = root.get("identity")) g.identity = read_identity(*i, path);
+  if (auto h = root.get("hosts")) read_hosts(*h, g);
   return g;
 }
 
@@ -640,6 +547,15 @@ const upstream_config* gateway_config::upstream(const std::string& name) const {
     if (u.name == name) return &u;
   }
   return nullptr;
+}
+
+std::vector<std::string> coverage_warnings(const gateway_config& g) {
+  std::vector<std::string> out = coverage_warnings(g.policy);
+  for (const host_config& h : g.hosts) {
+    for (std::string& w : coverage_warnings(h.policy))
+      out.push_back(std::move(w));
+  }
+  return out;
 }
 
 gateway_config load_gateway(const std::string& path) {

@@ -219,6 +219,22 @@ struct shutdown_config {
   core::duration drain_timeout = std::chrono::seconds(10);
 };
 
+/// One entry of `hosts` (docs/design.md §15, "Tenants (per Host)"): requests whose Host it
+/// names get its routes and its categories; `levels`, `violations` and `pow_counters` stay the
+/// gateway's (its policy holds copies of the top level's).
+struct host_config {
+  /// Lower case: exact names, and "*." followed by a name (one more leading label).
+  std::vector<std::string> names;
+  std::vector<route_config> routes;       ///< first match wins
+  route_config default_route;             ///< the rest
+  std::vector<std::string> policy_files;  ///< resolved paths
+  policy_config policy;                   ///< what they hold
+  int line = 0;                           ///< where the entry was written
+
+  /// Its label on metrics and the first part of its limits' state names: its first name.
+  const std::string& label() const noexcept { return names.front(); }
+};
+
 /// Everything the gateway runs with, policies included.
 struct gateway_config {
   std::string file;                         ///< the gateway file
@@ -238,6 +254,7 @@ struct gateway_config {
   access_config access;                     ///< allow and deny lists
   shutdown_config shutdown;                 ///< how SIGTERM drains
   identity_config identity;                 ///< verified identities (docs/design.md §15)
+  std::vector<host_config> hosts;           ///< tenants per Host; empty: none
 
   /// The upstream called `name`, or nullptr.
   const upstream_config* upstream(const std::string& name) const;
@@ -246,5 +263,8 @@ struct gateway_config {
 /// Reads and validates the gateway file at `path` and every policy file it names (relative to
 /// its own folder). Throws config::error naming file, line and key.
 gateway_config load_gateway(const std::string& path);
+
+/// coverage_warnings of the top level's policy and of every host entry's.
+std::vector<std::string> coverage_warnings(const gateway_config& g);
 
 }  // namespace tollgate::config

@@ -33,6 +33,7 @@ struct loader {
   std::string levels_file;        ///< where `levels` was set, if anywhere
   std::string pow_counters_file;  ///< where `pow_counters` was set, if anywhere
   std::string tiers_file;         ///< where `tiers` was set, if anywhere
+  bool host = false;              ///< a host entry's files: categories and tiers only
   /// Where each category and each reason was defined: looked up once per name, so that a
   /// file of many thousands of them loads in time linear in its size.
   std::unordered_map<std::string, std::string> category_files, violation_files;
@@ -596,6 +597,17 @@ tiers_config read_tiers(const yaml_node& n) {
 
 void read_file(const yaml_node& root, loader& ld) {
   if (root.is_null()) return;  // an empty policy file adds nothing
+  if (ld.host) {
+    // One set of violation counters and address levels serves every host (docs/design.md
+    // §15, "Tenants (per Host)").
+    for (const char* key : {"levels", "violations", "pow_counters"}) {
+      if (auto n = root.get(key)) {
+        n->fail(std::string(key) +
+                " are the gateway's, set in its top-level policies: a host's policy files "
+                "define categories and tiers");
+      }
+    }
+  }
   root.expect_keys({"levels", "categories", "violations", "pow_counters", "tiers"});
   const std::string& file = root.file();
   if (auto n = root.get("tiers")) {
@@ -734,6 +746,24 @@ policy_config load_policies(const std::vector<std::string>& paths) {
     ld.policy.files.push_back(path);
   }
   return finish(ld);
+}
+
+policy_config load_host_policies(const std::vector<std::string>& paths,
+                                 const policy_config& gateway) {
+  loader ld;
+  ld.host = true;
+  // Status violations name the gateway's reasons.
+  for (const violation_config& v : gateway.violations)
+    ld.violation_files.emplace(v.name, "");
+  for (const std::string& path : paths) {
+    with_file_errors(path, [&] { read_file(load_yaml_file(path), ld); });
+    ld.policy.files.push_back(path);
+  }
+  policy_config p = finish(ld);
+  p.prefixes = gateway.prefixes;
+  p.violations = gateway.violations;
+  p.pow_counters = gateway.pow_counters;
+  return p;
 }
 
 policy_config load_policy_text(const std::string& text, const std::string& name) {

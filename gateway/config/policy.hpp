@@ -202,6 +202,12 @@ inline constexpr std::size_t max_coverage_warnings = 20;
 /// Throws config::error naming file, line and key.
 policy_config load_policies(const std::vector<std::string>& paths);
 
+/// Reads the policy files of one `hosts` entry (docs/design.md §15, "Tenants (per Host)"):
+/// categories and tiers; `levels`, `violations` and `pow_counters` are refused, and the result
+/// carries `gateway`'s, whose reasons its status_violations may name.
+policy_config load_host_policies(const std::vector<std::string>& paths,
+                                 const policy_config& gateway);
+
 /// Reads one policy from YAML `text` as if from file `name` (tests).
 policy_config load_policy_text(const std::string& text, const std::string& name);
 

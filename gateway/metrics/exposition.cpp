@@ -84,6 +84,26 @@ std::vector<std::size_t> shown(const std::vector<std::uint16_t>& in_force, std::
   return out;
 }
 
+/// Between a host entry's label and a category's name in a host_category name: a byte
+/// neither holds.
+constexpr char host_separator = '\x1f';
+
+/// `category` over `names` at `indices`, and `host` for a name host_category made.
+axis_values categories_at(const std::vector<std::string>& names,
+                          const std::vector<std::size_t>& indices) {
+  axis_values out;
+  for (const auto i : indices) {
+    const std::string& name = names[i];
+    const auto sep = name.find(host_separator);
+    if (sep == std::string::npos) {
+      out.push_back({i, {{"category", name}}});
+    } else {
+      out.push_back({i, {{"category", name.substr(sep + 1)}, {"host", name.substr(0, sep)}}});
+    }
+  }
+  return out;
+}
+
 /// `label` over `names` at `indices`.
 axis_values named(std::string label, const std::vector<std::string>& names,
                   const std::vector<std::size_t>& indices) {
@@ -135,7 +155,7 @@ void add_configured(label_sets& l, const registry& r, const scrape_values& value
   const auto listeners = r.listeners.names();
   const auto reasons = r.reasons.names();
   const auto in_force = shown(values.categories, categories.size());
-  l[axis::category] = named("category", categories, in_force);
+  l[axis::category] = categories_at(categories, in_force);
   for (std::size_t k = 0; k < in_force.size(); ++k) {
     l.limits_by_category.push_back(
         named("level", limit_names, shown(values.category_limits[k], limit_names.size())));
@@ -288,6 +308,13 @@ class family_writer {
 };
 
 }  // namespace
+
+std::string host_category(std::string_view host, std::string_view category) {
+  std::string out(host);
+  out += host_separator;
+  out += category;
+  return out;
+}
 
 std::string render(const std::vector<const worker_counters*>& workers, const registry& r,
                    const scrape_values& values) {

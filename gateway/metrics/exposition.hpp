@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -11,10 +12,15 @@
 
 namespace tollgate::metrics {
 
+/// The name in registry::categories of category `category` of host entry `host` ("" for the
+/// top level) when the configuration has `hosts` (docs/design.md §15, "Tenants (per Host)"):
+/// written as two labels, `category` and `host`. Without hosts a category's name is its own.
+std::string host_category(std::string_view host, std::string_view category);
+
 /// Label tables and process-wide values, owned by the application.
 /// Thread safety: name tables lock; the counters are atomic.
 struct registry {
-  name_table categories;                     ///< label `category`
+  name_table categories;                     ///< label `category` (and `host`: host_category)
   name_table upstreams;                      ///< label `upstream`
   name_table listeners;                      ///< label `listener`
   name_table reasons;                        ///< label `reason` (violation reasons)

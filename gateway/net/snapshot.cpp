@@ -76,7 +76,7 @@ namespace {
 
 /// identity.jwt's verifier, the keys of its set it leaves out logged.
 std::shared_ptr<identity::verifier> make_jwt_verifier(const config::gateway_config& c,
-                                                      const policy::compiled_policy& p) {
+                                                      const policy::tenants& p) {
   std::vector<std::string> skipped;
   auto v = identity::make_verifier(c, p.claim_paths(), &skipped);
   for (const std::string& s : skipped)
@@ -90,20 +90,29 @@ snapshot::snapshot(config::gateway_config c, core::siphash_key key, metrics::reg
                    policy::pow_state& pow)
     : config(std::move(c)),
       policy(config.policy, key),
-      router(config, policy),
+      hosts(config, policy, key),
+      router(config, policy, &hosts),
       page(config.pow.page),
-      jwt(make_jwt_verifier(config, policy)),
+      jwt(make_jwt_verifier(config, hosts)),
       upstream_endpoints(resolve_all(config)),
       tls(make_tls_contexts(config)) {
   static std::atomic<std::uint64_t> generations{0};
   generation = generations.fetch_add(1, std::memory_order_relaxed) + 1;
-  // Label indices are fixed here, so that counting a request never looks a label up.
-  for (const auto& category : policy.categories()) {
-    category_metric.push_back(metrics.categories.index(category.name));
-    auto& limits = limit_metric.emplace_back();
-    for (const auto& l : category.limits)
-      limits.push_back(metrics.limits.index(l.name));
-  }
+  // Label indices are fixed here, so that counting a request never looks a label up. With
+  // hosts, a category's label names its host entry too ("" for the top level).
+  const bool labelled = !hosts.empty();
+  auto add = [&](const policy::compiled_policy& p, std::string_view host) {
+    for (const auto& category : p.categories()) {
+      category_metric.push_back(metrics.categories.index(
+          labelled ? metrics::host_category(host, category.name) : category.name));
+      auto& limits = limit_metric.emplace_back();
+      for (const auto& l : category.limits)
+        limits.push_back(metrics.limits.index(l.name));
+    }
+  };
+  add(policy, "");
+  for (const auto& t : hosts.entries())
+    add(t.policy, t.label);
   for (const auto& u : config.upstreams) {
     upstream_metric.push_back(metrics.upstreams.index(u.name));
     ejected_until.push_back(std::make_unique<std::atomic<std::int64_t>[]>(u.endpoints.size()));

@@ -14,6 +14,7 @@
 #include "gateway/policy/compiled_policy.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/router.hpp"
+#include "gateway/policy/tenants.hpp"
 
 namespace boost::asio::ssl {
 class context;
@@ -29,19 +30,24 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(const config:
 /// Thread safety: immutable; shared by every worker.
 struct snapshot {
   config::gateway_config config;   ///< as loaded
-  policy::compiled_policy policy;  ///< limits per category
-  policy::router router;           ///< routes
-  policy::challenge_page page;     ///< the browsers' 428 page
+  policy::compiled_policy policy;  ///< limits per category of the top level
+  /// The `hosts` entries (docs/design.md §15, "Tenants (per Host)"), each with its own policy
+  /// and routes; `router` looks at them first.
+  policy::tenants hosts;
+  policy::router router;        ///< routes
+  policy::challenge_page page;  ///< the browsers' 428 page
   /// Verifies tokens (identity.jwt, docs/design.md §15); null without one. Shared with the
   /// snapshot before when the key set comes from an unchanged jwks_url, whose fetcher keeps
   /// its keys fresh.
   std::shared_ptr<identity::verifier> jwt;
   std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  ///< per upstream, resolved
-  std::vector<std::uint16_t> category_metric;  ///< metric label index per compiled category
+  /// Metric label index per compiled category (by category_limits::index: the top level's,
+  /// then each host entry's).
+  std::vector<std::uint16_t> category_metric;
   std::vector<std::uint16_t> upstream_metric;  ///< metric label index per upstream
   std::vector<std::uint16_t> reason_metric;    ///< metric label index per violation reason
   std::vector<std::size_t> reason_slot;        ///< pow_state::slot per violation reason
-  /// Per compiled category, the label index (`level`) of each of its limits, by slot.
+  /// Per compiled category (by index), the label index (`level`) of each of its limits, by slot.
   std::vector<std::vector<std::uint16_t>> limit_metric;
   /// Per listener, its TLS context (null: plain). Built with the snapshot, so a reload picks
   /// up renewed certificates for new connections.
@@ -65,11 +71,11 @@ struct snapshot {
     }
     return nullptr;
   }
-  /// The index of `category` (a category of `policy`) in policy order.
+  /// The index of `category` (of `policy` or of a host entry's) among every category.
   std::size_t index_of(const policy::category_limits& category) const noexcept {
-    return static_cast<std::size_t>(&category - policy.categories().data());
+    return category.index;
   }
-  /// The metric label index of `category` (a category of `policy`).
+  /// The metric label index of `category` (of `policy` or of a host entry's).
   std::uint16_t metric_of(const policy::category_limits& category) const noexcept {
     return category_metric[index_of(category)];
   }

@@ -25,9 +25,9 @@ using limit::level;
 /// ("api/daily/header:x-api-key/quota:day"): a count and its window are not a tat, so turning
 /// a rate limit into a quota, or changing the period, starts afresh too; changing the quota's
 /// limit keeps the count.
-std::string state_name(const std::string& category, const limit::limit_spec& s,
-                       const limit::level_prefixes& p) {
-  std::string name = category + "/" + s.name + "/";
+std::string state_name(std::string_view prefix, const std::string& category,
+                       const limit::limit_spec& s, const limit::level_prefixes& p) {
+  std::string name = std::string(prefix) + category + "/" + s.name + "/";
   if (s.source == key_source::address && s.part == limit::address_part::level) {
     name += std::to_string(limit::prefix_of(s.address_level, p));
   } else if (s.source == key_source::address) {
@@ -53,7 +53,8 @@ std::string state_name(const std::string& category, const limit::limit_spec& s,
 }
 
 limit::limit_spec compile_limit(const config::category_config& cc, const config::limit_config& lc,
-                                std::size_t slot, const limit::level_prefixes& prefixes) {
+                                std::size_t slot, const limit::level_prefixes& prefixes,
+                                std::string_view state_prefix) {
   limit::limit_spec s;
   s.name = lc.name;
   s.source = lc.key;
@@ -82,7 +83,7 @@ limit::limit_spec compile_limit(const config::category_config& cc, const config:
   if (lc.quota) s.quota = {lc.quota->limit, lc.quota->period, lc.quota->tiered};
   s.shadow = lc.shadow || cc.shadow;
   s.slot = static_cast<std::uint8_t>(slot);
-  s.state_name = state_name(cc.name, s, prefixes);
+  s.state_name = state_name(state_prefix, cc.name, s, prefixes);
   s.scope = limit::scope_of(s.state_name);
   return s;
 }
@@ -232,19 +233,23 @@ std::uint64_t address_part(std::uint64_t key, level l, const core::siphash_key& 
 
 }  // namespace
 
-compiled_policy::compiled_policy(const config::policy_config& policy, core::siphash_key key_secret)
-    : violations_(compile_violations(policy)), key_secret_(key_secret) {
+compiled_policy::compiled_policy(const config::policy_config& policy, core::siphash_key key_secret,
+                                 const compile_options& options)
+    : claim_paths_(options.claim_paths),
+      violations_(compile_violations(policy)),
+      key_secret_(key_secret) {
   prefixes_ = policy.prefixes;
   categories_.reserve(policy.categories.size());
   std::map<std::uint32_t, std::string> scopes;
   for (const config::category_config& cc : policy.categories) {
     category_limits c;
     c.name = cc.name;
+    c.index = static_cast<std::uint16_t>(options.first_index + categories_.size());
     c.cost = cc.cost;
     c.shadow = cc.shadow;
     for (std::size_t i = 0; i < cc.limits.size(); ++i) {
       const config::limit_config& lc = cc.limits[i];
-      limit::limit_spec s = compile_limit(cc, lc, i, prefixes_);
+      limit::limit_spec s = compile_limit(cc, lc, i, prefixes_, options.state_prefix);
       for (limit::key_part& p : s.parts) {
         if (p.source == key_source::claim) p.claim = static_cast<std::int16_t>(claim_index(p.name));
       }

@@ -23,7 +23,10 @@ namespace tollgate::policy {
 
 /// One category's limits, immutable once compiled.
 struct category_limits {
-  std::string name;                       ///< category name
+  std::string name;  ///< category name
+  /// Its place among every category of the configuration: the top level's first, then each
+  /// host entry's (docs/design.md §15, "Tenants (per Host)"); indexes per-category tables.
+  std::uint16_t index = 0;
   std::uint32_t cost = 1;                 ///< per request (a route may set its own)
   std::vector<limit::limit_spec> limits;  ///< in configuration order; slot = index
   std::array<std::int8_t, limit::level_count> by_level{-1, -1, -1, -1};  ///< address limits
@@ -98,13 +101,26 @@ struct key_sources {
   const std::vector<std::string>* claims = nullptr;
 };
 
+/// How a policy is compiled beside others of the same configuration (a `hosts` entry's,
+/// docs/design.md §15, "Tenants (per Host)").
+struct compile_options {
+  /// Put before every state name ("api.example.com@"): the top level's is "", so its state
+  /// keeps its names; a host entry's is its first name and '@', which no category name holds.
+  std::string state_prefix;
+  /// The claim paths of the policies compiled before it: its own are added after them, so
+  /// that one token's claims, read in the last policy's claim_paths order, serve them all.
+  std::vector<std::string> claim_paths{"sub"};
+  std::uint16_t first_index = 0;  ///< category_limits::index of its first category
+};
+
 /// Every category of a policy, compiled.
 /// Thread safety: immutable after construction; shared by all workers through a snapshot.
 class compiled_policy {
  public:
   /// Compiles `policy`, hashing key values under `key_secret`. Throws config::error when two
   /// limits' state names collide (in practice never: a 32-bit hash of a few dozen names).
-  compiled_policy(const config::policy_config& policy, core::siphash_key key_secret);
+  compiled_policy(const config::policy_config& policy, core::siphash_key key_secret,
+                  const compile_options& options = {});
 
   /// The category called `name`, or nullptr.
   const category_limits* find(std::string_view name) const noexcept;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gateway/core/text.hpp"
+#include "gateway/policy/tenants.hpp"
 
 namespace tollgate::policy {
 
@@ -212,10 +213,18 @@ bool path_matches(config::path_match kind, std::string_view pattern, std::string
   return false;
 }
 
-router::router(const config::gateway_config& g, const compiled_policy& p) {
+router::router(const config::gateway_config& g, const compiled_policy& p, const tenants* hosts)
+    : router(g.routes, g.default_route, g, p) {
+  hosts_ = hosts != nullptr && !hosts->empty() ? hosts : nullptr;
+}
+
+router::router(const std::vector<config::route_config>& routes,
+               const config::route_config& default_route, const config::gateway_config& g,
+               const compiled_policy& p) {
   auto target = [&](const config::route_config& r) {
     route t;
     t.category = p.find(r.category);
+    t.policy = &p;
     const auto it = std::find_if(g.upstreams.begin(), g.upstreams.end(),
                                  [&](const auto& u) { return u.name == r.upstream; });
     t.upstream = static_cast<std::size_t>(it - g.upstreams.begin());
@@ -223,11 +232,11 @@ router::router(const config::gateway_config& g, const compiled_policy& p) {
     t.cost = r.cost != 0 ? r.cost : t.category->cost;
     return t;
   };
-  for (const auto& r : g.routes) {
+  for (const auto& r : routes) {
     rules_.push_back({r.method, r.kind, r.path, r.options, r.headers, target(r)});
     strips_parameters_ = strips_parameters_ || r.options.ignore_path_parameters;
   }
-  default_ = target(g.default_route);
+  default_ = target(default_route);
   default_.line = 0;
 }
 
@@ -241,6 +250,12 @@ bool router::matches(const rule& r, const request_view& v, std::string_view path
 }
 
 const route& router::match(const request_view& v) const {
+  // The Host names a host entry first (docs/design.md §15): its own routes decide.
+  if (hosts_ != nullptr && v.header != nullptr) {
+    if (const tenant* t = hosts_->find(v.header(v.context, "host")); t != nullptr) {
+      return t->routes.match(v);
+    }
+  }
   // Most paths have no ';': then the stripped path is the path and nothing is built.
   const bool has_parameters = strips_parameters_ && v.path.find(';') != std::string_view::npos;
   std::string stripped;

@@ -22,12 +22,17 @@ struct request_view {
   const void* context = nullptr;  ///< passed to `header`
 };
 
+class tenants;
+
 /// Where a classified request goes.
 struct route {
   const category_limits* category = nullptr;  ///< never null
-  std::size_t upstream = 0;                   ///< index into gateway_config::upstreams
-  std::uint32_t cost = 1;  ///< charged per request: the route's, or its category's
-  int line = 0;            ///< of the rule in the gateway file; 0: default
+  /// The compiled policy `category` belongs to: the top level's or a host entry's (docs/
+  /// design.md §15, "Tenants (per Host)"); its tiers and keys apply. Never null.
+  const compiled_policy* policy = nullptr;
+  std::size_t upstream = 0;  ///< index into gateway_config::upstreams
+  std::uint32_t cost = 1;    ///< charged per request: the route's, or its category's
+  int line = 0;              ///< of the rule in the gateway file; 0: default
 };
 
 /// Reduces a request target to the path that routes match: origin-form or absolute-form,
@@ -55,8 +60,12 @@ bool path_matches(config::path_match kind, std::string_view pattern, std::string
 /// Thread safety: immutable after construction.
 class router {
  public:
-  /// Compiles the routes of `g` against the categories of `p` (which must outlive this).
-  router(const config::gateway_config& g, const compiled_policy& p);
+  /// Compiles the routes of `g` against the categories of `p` (which must outlive this). With
+  /// `hosts`, a request whose Host names one of its entries takes that entry's routes.
+  router(const config::gateway_config& g, const compiled_policy& p, const tenants* hosts = nullptr);
+  /// Compiles `routes` and `default_route` (a host entry's) against `p` and `g`'s upstreams.
+  router(const std::vector<config::route_config>& routes, const config::route_config& default_route,
+         const config::gateway_config& g, const compiled_policy& p);
   /// The first matching route, else the default route. Allocates only for a path with a ';'
   /// when some route ignores path parameters (the stripped path, built once per call).
   const route& match(const request_view& r) const;
@@ -72,6 +81,7 @@ class router {
   };
   bool matches(const rule& r, const request_view& v, std::string_view path) const noexcept;
 
+  const tenants* hosts_ = nullptr;  ///< host entries looked at first; null: none
   std::vector<rule> rules_;         ///< in file order
   route default_;                   ///< the default route
   bool strips_parameters_ = false;  ///< some rule ignores path parameters

@@ -127,7 +127,7 @@ void simulator::decide(const log_record& r, const policy::route& to, bool upgrad
   std::optional<core::key_block> banned;
   if (r.decision == "banned") banned = ban_for(r);
   const policy::category_limits* preflight = preflight_category(r);
-  if (preflight != nullptr) preflight_route_ = {preflight, to.upstream, to.cost, to.line};
+  if (preflight != nullptr) preflight_route_ = {preflight, &policy_, to.upstream, to.cost, to.line};
   const logged_headers headers(upgrade, preflight != nullptr);
   // No proof is ever sent (a log does not show one), no body, never over TLS: the client's
   // address was logged, so it is the peer, and no proxy is trusted.

@@ -258,8 +258,8 @@ TEST_CASE("every gateway error names file, line and key", "[config]") {
       {minimal + "colour: red\n",
        "g.yaml:5: colour: unknown key (expected listeners, admin, workers, limits, "
        "trusted_proxies, "
-       "upstreams, routes, default_route, policies, pow, store, logging, access, shutdown or "
-       "identity)"},
+       "upstreams, routes, default_route, policies, pow, store, logging, access, shutdown, "
+       "identity or hosts)"},
       {l + up + "default_route: { category: general, upstream: app }\n",
        "g.yaml:1: policies: missing required key"},
       {l + up + "default_route: { category: general, upstream: app }\npolicies: []\n",
