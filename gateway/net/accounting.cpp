@@ -72,7 +72,7 @@ void log_access(worker& w, connection_scratch& sc, double seconds, std::uint64_t
       line, snap.config.logging.format == config::logging_config::log_format::json,
       std::chrono::system_clock::now(),
       {client, sv(req.method_string()), sv(req.target()), r.version, sc.status,
-       r.adm.category().name, core::outcome_name(r.adm.fx.outcome), limit,
+       r.adm.category().name, core::outcome_name(r.adm.fx.outcome), limit, r.adm.rate.consumer_tier,
        forwarded ? std::string_view(snap.config.upstreams[r.adm.route->upstream].name)
                  : std::string_view(),
        r.upstream_seconds, written - r.written_before, seconds});

@@ -131,6 +131,8 @@ line_kind parse_text_rest(cursor c, core::nanos logged, core::nanos known, log_r
   if (!c.until(' ', target) || !c.until('"', protocol) || !c.skip(" ") || !c.until(' ', status) ||
       !c.skip("category=") || !c.until(' ', category) || !c.skip("decision=") ||
       !c.until(' ', decision) || !c.skip("limit=") || !c.until(' ', limit) ||
+      (c.rest.starts_with("consumer_tier=") &&
+       (!c.skip("consumer_tier=") || !c.until(' ', field))) ||
       !c.skip("upstream=") || !c.until(' ', upstream) || !c.skip("upstream_time=") ||
       !c.until(' ', field) || !c.skip("bytes=") || !c.until(' ', field)) {
     why = "an access line with a field missing";

@@ -55,6 +55,7 @@ DATACENTERS = "# data centres\n203.0.113.0/24\n\n198.51.100.7/32  # one host\n"
 GATEWAY = h.gateway_yaml().replace(
     "default_route:",
     "identity:\n  jwt: { algorithms: [HS256], secret_env: TOLLGATE_TEST_JWT_SECRET }\n"
+    "logging: { access_log: stdout }\n"
     "default_route:")
 
 
@@ -105,6 +106,9 @@ class Tiers(unittest.TestCase):
         status, headers, body = free[-1]
         self.assertEqual((status, headers["x-ratelimit-limit"]), (429, "10"))
         self.assertEqual(json.loads(body)["consumer_tier"], "free")
+        # The access log names the tier too.
+        line = self.gw.process.wait_for_line("limit=per_key.short consumer_tier=premium")
+        self.assertIn(" 429 category=general decision=limited ", line)
 
     def test_an_unknown_key_is_refused_and_nothing_goes_upstream(self):
         before = self.echo.stats()

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/net/access_line.hpp"
 #include "gateway/sim/log_reader.hpp"
 
 using namespace tollgate;
@@ -260,5 +261,33 @@ TEST_CASE("sim log: nginx combined, its time zone and its escapes", "[sim]") {
            {"/x?y=%20", "/x\"y"}}) {
     INFO(from << " -> " << to);
     CHECK(kind_of(with(nginx_line, from, to)) == line_kind::bad);
+  }
+}
+
+TEST_CASE("an access line with a consumer tier is read like one without", "[sim]") {
+  std::string text, json;
+  net::access_entry e;
+  e.client = "192.0.2.7";
+  e.method = "GET";
+  e.target = "/a";
+  e.status = 429;
+  e.category = "general";
+  e.decision = "limited";
+  e.limit = "per_key.short";
+  e.consumer_tier = "premium";
+  e.seconds = 0.0015;
+  const auto at = std::chrono::system_clock::time_point(std::chrono::seconds(1795000000));
+  net::append_access_line(text, false, at, e);
+  net::append_access_line(json, true, at, e);
+  CHECK(text.find(" limit=per_key.short consumer_tier=premium upstream=-") != std::string::npos);
+  CHECK(json.find(R"("limit":"per_key.short","consumer_tier":"premium","upstream":null)") !=
+        std::string::npos);
+  for (const std::string& line : {text, json}) {
+    INFO(line);
+    const parsed p = parse(line.substr(0, line.size() - 1));
+    REQUIRE(p.kind == line_kind::request);
+    CHECK(p.r.status == 429);
+    CHECK(p.r.decision == "limited");
+    CHECK(p.r.target == "/a");
   }
 }
