@@ -385,7 +385,7 @@ step admit(const setting& s, const request_view& v, record& r) {
   if (const policy::tier_rules* tiers = policy.tiers(); tiers != nullptr && !r.exempt) {
     // The consumer's tier scales its limits and moves its difficulty (docs/design.md §15).
     bool unknown = false;
-    r.consumer_tier = policy.tier_of(r.client, keys, unknown);
+    r.consumer_tier = policy.tier_of(r.client, keys, unknown, s.tiers_set, consumer(r), v.now);
     if (unknown) {
       if (s.gate.screen(r.gate, r.verdict) && r.verdict.result == core::outcome::banned) {
         return conclude(s, r);

@@ -47,6 +47,8 @@ struct setting {
   /// The places in flight of every worker (concurrency limits, docs/design.md §15); null:
   /// concurrency limits are not applied (the simulator).
   limit::inflight_table* inflight = nullptr;
+  /// The tiers upstreams set (the `upstream` tier source, docs/design.md §15); null: none.
+  policy::tier_memory* tiers_set = nullptr;
 };
 
 /// What the caller does next.
@@ -138,6 +140,14 @@ step store_failed(record& r);
 /// The answer to an admitted upgrade whose client holds its category's
 /// max_connections_per_address already (429).
 step tunnels_full(record& r);
+
+/// The client as the tiers upstreams set know it: its verified identity's `sub`, else its
+/// individual address (docs/design.md §15).
+inline pow::subject consumer(const record& r) {
+  const std::string_view sub =
+      r.identity && !r.identity->values.empty() ? std::string_view(r.identity->values[0]) : "";
+  return policy::tier_memory::client(sub, r.who.individual);
+}
 
 /// Appends the gateway's own fields to a response to `r`, whoever made it (the gateway or the
 /// upstream): the proof cookie cleared once judged, CORS where the gateway owns it.

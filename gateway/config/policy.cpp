@@ -473,10 +473,13 @@ tier_source_config read_tier_source(const yaml_node& n, const std::string& file,
   src.line = n.line();
   if (!n.is_map()) {
     const std::string word = n.as_string();
-    if (word == "override" || word == "upstream") {
-      n.fail(word + " is not available yet (jwt_claim, key_file and network are)");
+    if (word == "upstream") {
+      src.source = tier_source_config::kind::upstream;
+      return src;
     }
-    n.fail("expected jwt_claim, key_file or network");
+    if (word == "override")
+      n.fail("override is not available yet (jwt_claim, key_file, network and upstream are)");
+    n.fail("expected jwt_claim, key_file, network or upstream");
   }
   n.expect_keys({"jwt_claim", "key_file", "network"});
   const auto entries = n.entries();
@@ -590,8 +593,12 @@ tiers_config read_tiers(const yaml_node& n) {
       t.pow_bits[name] = static_cast<int>(v);
     }
   }
-  if (auto ttl = n.get("tier_ttl"))
-    ttl->fail("tier_ttl belongs to the upstream source, not available yet");
+  if (auto ttl = n.get("tier_ttl")) {
+    t.tier_ttl = ttl->as_duration();
+    if (t.tier_ttl <= core::duration::zero() || t.tier_ttl > std::chrono::hours(24 * 30)) {
+      ttl->fail("must be longer than 0 and at most 720h");
+    }
+  }
   return t;
 }
 

@@ -144,7 +144,12 @@ struct pow_counters_config {
 /// Where a request's consumer tier comes from (docs/design.md §15, "Tiers"), one source of the
 /// ordered `tiers.from` list.
 struct tier_source_config {
-  enum class kind : std::uint8_t { jwt_claim, key_file, network } source = kind::jwt_claim;
+  enum class kind : std::uint8_t {
+    jwt_claim,
+    key_file,
+    network,
+    upstream
+  } source = kind::jwt_claim;
   std::string claim;    ///< jwt_claim: the claim path whose value names the tier
   key_part_config key;  ///< key_file: the request's key (a header, query, cookie...)
   std::string file;     ///< key_file and network: the file (resolved path)
@@ -162,6 +167,7 @@ struct tiers_config {
   std::string default_tier;                                 ///< when no source names one
   std::vector<tier_source_config> from;                     ///< tried in order
   std::map<std::string, int> pow_bits;                      ///< added to required difficulty
+  core::duration tier_ttl = std::chrono::hours(1);          ///< how long an upstream's tier holds
   std::string file;                                         ///< where it was written
   int line = 0;
 };

@@ -201,6 +201,22 @@ void record_response_violations(worker& w, const request_in_hand& r, const respo
   }
 }
 
+/// Remembers the consumer tier an upstream response sets in X-Tollgate-Tier for its client,
+/// for tier_ttl, when the route's policy takes tiers from upstreams (docs/design.md §15). A
+/// name that is not one of its tiers is ignored (logged at debug).
+void record_response_tier(worker& w, const request_in_hand& r, const response_parser& rp) {
+  const policy::tier_rules* tiers = r.adm.route->policy->tiers();
+  if (tiers == nullptr || !tiers->upstream) return;
+  const auto it = rp.get().base().find(tier_field);
+  if (it == rp.get().base().end()) return;
+  const std::string_view name = core::trim(sv(it->value()));
+  if (tiers->find(name) == policy::no_tier) {
+    spdlog::debug("upstream set an unknown tier '{}'", name);
+    return;
+  }
+  w.shared.tiers_set->set(admission::consumer(r.adm), name, w.shared.clock.now() + tiers->ttl);
+}
+
 }  // namespace
 
 void record_violation(worker& w, const snapshot& snap, const policy::client_subjects& who,
@@ -448,6 +464,7 @@ task<bool> forward(worker& w, deadline_watch& watch, connection_scratch& sc) {
       upstream_seconds, metrics::upstream_buckets);
 
   record_response_violations(w, r, *rp);
+  record_response_tier(w, r, *rp);
   sc.status = rp->get().result_int();
   if (r.adm.upgrade) {
     if (sc.status == 101) co_return co_await switch_protocols(x);

@@ -183,7 +183,7 @@ client_framing render_client_head(std::string& out, const response_parser& parse
   out += "\r\n";
   append_end_to_end(out, res.base(), [&](std::string_view name) {
     return (fields.present && is_rate_limit_field(name)) || core::iequals(name, violation_field) ||
-           (own_cors && policy::is_cors_field(name));
+           core::iequals(name, tier_field) || (own_cors && policy::is_cors_field(name));
   });
   append_rate_limit_fields(out, fields);
   out += extra;
@@ -218,7 +218,8 @@ void render_switching_head(std::string& out, const response_parser& parser,
   out.clear();
   out += "HTTP/1.1 101 Switching Protocols\r\n";
   append_end_to_end(out, parser.get().base(), [&](std::string_view name) {
-    return (fields.present && is_rate_limit_field(name)) || core::iequals(name, violation_field);
+    return (fields.present && is_rate_limit_field(name)) || core::iequals(name, violation_field) ||
+           core::iequals(name, tier_field);
   });
   append_rate_limit_fields(out, fields);
   out += extra;

@@ -14,6 +14,9 @@ namespace tollgate::net {
 
 /// Reported by an upstream, recorded as a violation, never shown to the client (docs/design.md §5).
 inline constexpr std::string_view violation_field = "X-Tollgate-Violation";
+/// The field in which an upstream sets its client's consumer tier (docs/design.md §15); like
+/// violation_field, never relayed to the client.
+inline constexpr std::string_view tier_field = "X-Tollgate-Tier";
 /// Told to the upstream: the shadowed limit that would have rejected the request (docs/design.md
 /// §12).
 inline constexpr std::string_view shadow_field = "X-Tollgate-Shadow";

@@ -35,6 +35,8 @@ struct shared_state {
   policy::pow_state& pow;                ///< challenges, replay cache, violation counters, bans
   policy::gate gate{pow};                ///< docs/design.md §5's order, over `pow`
   core::log_file* access_log = nullptr;  ///< where access log lines go, when on
+  /// The tiers upstreams set (docs/design.md §15), for the life of the process.
+  std::shared_ptr<policy::tier_memory> tiers_set = std::make_shared<policy::tier_memory>();
 };
 
 /// A listener as sessions see it.

@@ -149,6 +149,7 @@ tier_rules compile_tiers(const config::tiers_config& t, ClaimIndex&& claim) {
     out.pow_bits.push_back(bits == t.pow_bits.end() ? 0 : bits->second);
   }
   out.fallback = out.find(t.default_tier);
+  out.ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(t.tier_ttl).count();
   for (const config::tier_source_config& c : t.from) {
     tier_rules::source src;
     src.kind = c.source;
@@ -177,6 +178,9 @@ tier_rules compile_tiers(const config::tiers_config& t, ClaimIndex&& claim) {
       case config::tier_source_config::kind::network:
         src.networks = c.networks;
         src.tier = out.find(c.tier);
+        break;
+      case config::tier_source_config::kind::upstream:
+        out.upstream = true;
         break;
     }
     out.from.push_back(std::move(src));
@@ -294,7 +298,8 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
 }
 
 std::uint8_t compiled_policy::tier_of(const core::address& client, const key_sources& keys,
-                                      bool& unknown_key) const {
+                                      bool& unknown_key, const tier_memory* memory,
+                                      const pow::subject& who, core::nanos now) const {
   unknown_key = false;
   std::string query;
   for (const tier_rules::source& src : tiers_->from) {
@@ -323,6 +328,12 @@ std::uint8_t compiled_policy::tier_of(const core::address& client, const key_sou
       case config::tier_source_config::kind::network:
         if (core::in_any(src.networks, client)) return src.tier;
         break;
+      case config::tier_source_config::kind::upstream: {
+        if (memory == nullptr) break;
+        const std::uint8_t t = tiers_->find(memory->find(who, now, query));
+        if (t != no_tier) return t;
+        break;
+      }
     }
   }
   return tiers_->fallback;

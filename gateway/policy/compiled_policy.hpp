@@ -17,6 +17,7 @@
 #include "gateway/limit/request.hpp"
 #include "gateway/policy/cors.hpp"
 #include "gateway/policy/pow_gate.hpp"
+#include "gateway/policy/tier_memory.hpp"
 #include "gateway/protocol/websocket_frames.hpp"
 
 namespace tollgate::policy {
@@ -81,6 +82,8 @@ struct tier_rules {
     std::uint8_t tier = 0;             ///< network: its tier
   };
   std::vector<source> from;  ///< tried in order
+  bool upstream = false;     ///< one of them is `upstream`
+  core::nanos ttl = 0;       ///< how long an upstream's tier holds (tier_ttl)
   /// The index of tier `name`, or no_tier.
   std::uint8_t find(std::string_view name) const noexcept {
     for (std::size_t i = 0; i < names.size(); ++i)
@@ -143,8 +146,11 @@ class compiled_policy {
   /// The consumer tier of a request from `client` with `keys`: the first source of
   /// tiers.from that names one, else the default. `unknown_key` when a key file that rejects
   /// unknown keys did not know the request's key (docs/design.md §15: 401 unknown_key).
-  std::uint8_t tier_of(const core::address& client, const key_sources& keys,
-                       bool& unknown_key) const;
+  /// `memory` holds the tiers upstreams set (the `upstream` source), for client `who` at
+  /// `now`; null: that source names none.
+  std::uint8_t tier_of(const core::address& client, const key_sources& keys, bool& unknown_key,
+                       const tier_memory* memory = nullptr, const pow::subject& who = {},
+                       core::nanos now = 0) const;
 
   /// The claim paths its limits key on (docs/design.md §15), "sub" first: what the token
   /// verifier reads from every token, in this order.

@@ -150,5 +150,61 @@ class Tiers(unittest.TestCase):
         self.assertEqual(json.loads(body)["consumer_tier"], "restricted")
 
 
+UPSTREAM_POLICY = """
+tiers:
+  multipliers: { free: 1, premium: 3 }
+  default: free
+  from: [ upstream ]
+  tier_ttl: 2s
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1/m, burst: 2 } }
+      ipv4_network: { short: { rate: 1000/s, burst: 1000 } }
+  websocket:
+    limits:
+      ipv4_individual: { short: { rate: 10/s, burst: 10 } }
+"""
+
+
+class UpstreamTier(unittest.TestCase):
+    def test_the_upstream_sets_the_tier_until_tier_ttl(self):
+        echo = h.Echo()
+        gw = None
+        try:
+            gw = h.Gateway(h.gateway_yaml(), UPSTREAM_POLICY, echo.port)
+            client = h.new_client_address()
+
+            def ask(query=""):
+                return h.http_request(gw.port, f"GET /x{query} HTTP/1.1\r\nHost: t\r\n"
+                                               f"X-Forwarded-For: {client}\r\nConnection: close\r\n\r\n")
+
+            # The upstream names the client premium: the field goes no further than the gateway.
+            status, headers, _ = ask("?tier=premium")
+            self.assertEqual((status, headers["x-ratelimit-limit"]), (200, "2"))
+            self.assertNotIn("x-tollgate-tier", headers)
+            # From the next request on, its limits are three times as large (a burst of 6, a
+            # request every 20 s), and it keeps its state: the first request's 60 s of the free
+            # tier leave room for 3 more of 20 s each (docs/design.md §15: state per limit and
+            # key, whatever the tier).
+            statuses = [ask()[0] for _ in range(6)]
+            self.assertEqual(statuses, [200] * 3 + [429] * 3)
+            status, headers, body = ask()
+            self.assertEqual((status, headers["x-ratelimit-limit"]), (429, "6"))
+            self.assertEqual(json.loads(body)["consumer_tier"], "premium")
+            # A name that is not a tier changes nothing.
+            ask("?tier=platinum")
+            self.assertEqual(ask()[1]["x-ratelimit-limit"], "6")
+            # tier_ttl later the client is back to the default tier.
+            time.sleep(2.2)
+            status, headers, body = ask()
+            self.assertEqual((status, headers["x-ratelimit-limit"]), (429, "2"))
+            self.assertEqual(json.loads(body)["consumer_tier"], "free")
+        finally:
+            if gw is not None:
+                gw.stop()
+            echo.stop()
+
+
 if __name__ == "__main__":
     h.main()

@@ -133,8 +133,10 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
       {"tiers: { multipliers: { free: 0 }, default: free }\n",
        "p.yaml:1: tiers.multipliers.free: a multiplier is a number from 0.01 to 1000"},
       {"tiers: { multipliers: { free: 1 }, default: free, from: [ override ] }\n",
-       "p.yaml:1: tiers.from[0]: override is not available yet (jwt_claim, key_file and network "
-       "are)"},
+       "p.yaml:1: tiers.from[0]: override is not available yet (jwt_claim, key_file, network and "
+       "upstream are)"},
+      {"tiers: { multipliers: { free: 1 }, default: free, tier_ttl: 0s }\n",
+       "p.yaml:1: tiers.tier_ttl: must be longer than 0 and at most 720h"},
       {"tiers: { multipliers: { free: 1 }, default: free, from: [ { network: { file: nope.txt, "
        "tier: free } } ] }\n",
        "p.yaml:1: tiers.from[0].network.file: cannot read file 'nope.txt'"},

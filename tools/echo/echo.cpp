@@ -5,7 +5,9 @@
 //
 // Query parameters shape the answer: status=NNN, size=N (an N-byte body instead of JSON),
 // chunked=1 (that body chunked), delay_ms=N (answer late), violation=REASON (report it to
-// the gateway in X-Tollgate-Violation, as an application flags abuse). GET /_echo/stats returns
+// the gateway in X-Tollgate-Violation, as an application flags abuse), tier=NAME (set the
+// client's consumer tier in X-Tollgate-Tier, as an application that knows its plan). GET
+// /_echo/stats returns
 // {"requests":N,"ws_connections":C,"ws_open":O,"ws_messages":M}: the other requests received
 // (accepted upgrades included), the WebSocket upgrades accepted, those open now, and the data
 // messages received on them.
@@ -261,6 +263,7 @@ asio::awaitable<void> serve(tcp::socket socket) {
       if (const auto reason = query(target, "violation"); !reason.empty()) {
         res.set("X-Tollgate-Violation", reason);
       }
+      if (const auto tier = query(target, "tier"); !tier.empty()) res.set("X-Tollgate-Tier", tier);
       if (const auto size = query(target, "size"); !size.empty()) {
         res.set(http::field::content_type, "application/octet-stream");
         std::string body(number(size, 0), '\0');
