@@ -578,7 +578,9 @@ tiers_config read_tiers(const yaml_node& n) {
       t.from.push_back(read_tier_source(i, n.file(), t));
   }
   if (auto b = n.get("pow_bits")) {
-    for (const auto& [name, value] : b->entries()) {
+    for (const auto& entry : b->entries()) {
+      const std::string& name = entry.first;  // a plain name: clang 14 captures no binding
+      const yaml_node& value = entry.second;
       if (std::none_of(t.multipliers.begin(), t.multipliers.end(),
                        [&](const auto& m) { return m.first == name; })) {
         value.fail("unknown tier '" + name + "' (not in tiers.multipliers)");
