@@ -438,3 +438,19 @@ TEST_CASE("a challenge lives long enough for a slow client to pay it", "[gate]")
   CHECK(pow.challenger().check(sent, now_s + 538, 0, 0, 0, claims, challenge) ==
         pow::proof_failure::expired);
 }
+
+TEST_CASE("gate: a consumer tier moves the required difficulty, never below 8 bits", "[gate]") {
+  world w;
+  w.violate(1);  // base_bits 3 at one violation
+  const auto& c = w.category(w.compiled.categories().front().name.c_str());
+  for (const auto& [shift, bits] :
+       std::vector<std::pair<int, unsigned>>{{0, 3}, {9, 12}, {-2, 8}}) {
+    INFO(shift);
+    policy::gate_input in{&c, &w.who, "", now, false};
+    in.pow_shift = shift;
+    policy::gate_verdict v;
+    w.gate.before_limits(in, v);
+    REQUIRE(v.result == outcome::challenged);
+    CHECK(v.challenge.bits == bits);
+  }
+}
