@@ -13,7 +13,9 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 import unittest
@@ -259,8 +261,10 @@ class JwtGateway(unittest.TestCase):
 class JwksServer:
     """A local HTTP server whose one page is a JWK Set the test changes (or breaks) at will."""
 
-    def __init__(self, text):
+    def __init__(self, text, tls=None):
+        """`tls`: (cert, key) to serve https with."""
         import http.server
+        import ssl
         import threading
         outer = self
         self.text, self.status, self.hits = text, 200, 0
@@ -279,6 +283,10 @@ class JwksServer:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -366,6 +374,61 @@ class CookieSource(unittest.TestCase):
             if gw is not None:
                 gw.stop()
             echo.stop()
+
+
+class JwksUrlOverTls(unittest.TestCase):
+    def test_the_key_set_comes_over_https_from_a_server_the_gateway_trusts(self):
+        import tempfile
+        keys = Keys()
+        directory = tempfile.mkdtemp(prefix="tollgate-jwks-tls-")
+        cert, key = h.make_certificate(directory)
+        # A second server whose certificate (trusted too) names another host only.
+        other_cert, other_key = (os.path.join(directory, n) for n in ("other.pem", "other.key"))
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                        "/CN=other.test", "-addext", "subjectAltName=DNS:other.test", "-keyout",
+                        other_key, "-out", other_cert], check=True, capture_output=True, timeout=30)
+        bundle = os.path.join(directory, "bundle.pem")
+        with open(bundle, "w") as out:
+            for pem in (cert, other_cert):
+                with open(pem) as f:
+                    out.write(f.read())
+        served = JwksServer(keys.set((keys.p256, "a")), tls=(cert, key))
+        misnamed = JwksServer(keys.set((keys.p256, "a")), tls=(other_cert, other_key))
+        echo = h.Echo()
+        gateways = []
+        try:
+            def start(server):
+                gw = h.Gateway(gateway_file().replace(
+                    "    jwks_file: {dir}/jwks.json\n",
+                    f"    jwks_url: https://localhost:{server.port}/jwks.json\n    jwks_refresh: 1s\n"),
+                    POLICY, echo.port)
+                gateways.append(gw)
+                return gw
+            # OpenSSL's default verify paths honour SSL_CERT_FILE: the test's CA is trusted.
+            os.environ["SSL_CERT_FILE"] = bundle
+            try:
+                good = start(served)
+                wrong_name = start(misnamed)  # its certificate does not name localhost
+            finally:
+                del os.environ["SSL_CERT_FILE"]
+            untrusted = start(served)  # started without the test's certificates
+            self.assertIn("1 keys from https://localhost", good.process.wait_for_line("keys from"))
+            token = jwt.encode(claims(sub="tls-" + os.urandom(4).hex()), keys.p256,
+                               algorithm="ES256", headers={"kid": "a"})
+            self.assertEqual(get(good, token, xff=h.new_client_address())[0], 200)
+            for gw in (wrong_name, untrusted):
+                line = gw.process.wait_for_line("the keys in force stay")
+                self.assertIn("TLS", line)
+                status, _, body = get(gw, token, xff=h.new_client_address())
+                self.assertEqual((status, json.loads(body)["reason"]), (401, "unknown_kid"))
+        finally:
+            for gw in gateways:
+                gw.stop()
+            echo.stop()
+            served.stop()
+            misnamed.stop()
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 class AnonymousOnInvalid(unittest.TestCase):
