@@ -220,15 +220,12 @@ step unauthorized(const setting& s, record& r) {
   return answer_with(r, 401, may_stay(r));
 }
 
-/// 401 for a key a key file does not know, when it says `unknown: reject` (docs/design.md §15):
-/// nothing goes upstream, so made-up keys buy nothing.
-step unknown_key(record& r) {
-  r.fx.outcome = core::outcome::unauthorized;
-  problem_writer(r.reply.body, 401, "Unauthorized")
-      .text("detail", "this key is not known")
-      .text("code", "unknown_key")
-      .finish();
-  return answer_with(r, 401, may_stay(r));
+/// A refusal with outcome `o`: `status` with a problem body of `detail` and `code`.
+step refuse(record& r, core::outcome o, std::uint16_t status, std::string_view title,
+            std::string_view detail, std::string_view code) {
+  r.fx.outcome = o;
+  problem_writer(r.reply.body, status, title).text("detail", detail).text("code", code).finish();
+  return answer_with(r, status, may_stay(r));
 }
 
 /// 429 for a request over a concurrency limit (docs/design.md §15): `spec` has as many in
@@ -323,12 +320,8 @@ step admit(const setting& s, const request_view& v, record& r) {
   // The access lists come before everything else (docs/design.md §9), the deny list first:
   // a denied client's proof is not even looked at.
   if (core::in_any(s.config.access.deny, r.client)) {
-    r.fx.outcome = core::outcome::denied;
-    problem_writer(r.reply.body, 403, "Forbidden")
-        .text("detail", "this address is denied access")
-        .text("code", "denied")
-        .finish();
-    return answer_with(r, 403, may_stay(r));
+    return refuse(r, core::outcome::denied, 403, "Forbidden", "this address is denied access",
+                  "denied");
   }
   r.exempt = core::in_any(s.config.access.allow, r.client);
   // A proof comes in X-PoW-Solution, or from a browser in the cookie its page set; a category
@@ -390,7 +383,10 @@ step admit(const setting& s, const request_view& v, record& r) {
       if (s.gate.screen(r.gate, r.verdict) && r.verdict.result == core::outcome::banned) {
         return conclude(s, r);
       }
-      return unknown_key(r);
+      // A key file that rejects what it does not know (docs/design.md §15): nothing goes
+      // upstream, so made-up keys buy nothing.
+      return refuse(r, core::outcome::unauthorized, 401, "Unauthorized", "this key is not known",
+                    "unknown_key");
     }
     r.gate.pow_shift = tiers->pow_bits[r.consumer_tier];
   }

@@ -421,13 +421,6 @@ std::uint64_t verifier::generation() const noexcept {
   return state_->generation.load(std::memory_order_acquire);
 }
 
-int verifier::claim_index(std::string_view path) const noexcept {
-  for (std::size_t i = 0; i < options_.claim_paths.size(); ++i) {
-    if (options_.claim_paths[i] == path) return static_cast<int>(i);
-  }
-  return -1;
-}
-
 failure verifier::verify(std::string_view token, std::int64_t now, claims& out) const {
   if (token.size() > max_token_bytes) return failure::too_long;
   const std::size_t d1 = token.find('.');

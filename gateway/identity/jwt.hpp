@@ -114,8 +114,6 @@ class verifier {
   std::uint64_t generation() const noexcept;
   /// The options it was made with.
   const verifier_options& options() const noexcept { return options_; }
-  /// The index of claim path `path` among options().claim_paths, or -1.
-  int claim_index(std::string_view path) const noexcept;
 
  private:
   struct state;

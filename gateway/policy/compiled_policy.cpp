@@ -222,11 +222,6 @@ std::string_view value_of(const limit::key_part& p, const key_sources& keys, std
   return {};
 }
 
-/// Whether a key part is the client's address level.
-constexpr bool is_address_part(key_source s) noexcept {
-  return s == key_source::individual || s == key_source::network;
-}
-
 /// The stored key of an address level's key `key` of level `l`, as a keyed limit's key.
 std::uint64_t address_part(std::uint64_t key, level l, const core::siphash_key& secret) {
   char bytes[9];
@@ -379,7 +374,7 @@ limit::limit_request compiled_policy::request(const category_limits& c,
       }
       continue;
     }
-    if (s.parts.size() == 1 && !is_address_part(s.parts[0].source)) {
+    if (s.source != key_source::composite) {
       const std::string_view value = value_of(s.parts[0], keys, query);
       if (value.empty()) {
         unkeyed |= 1u << i;
@@ -425,10 +420,9 @@ bool compiled_policy::composite_key(const limit::limit_spec& s, const limit::add
       parts[p] = key_of(value);
     }
   }
-  key = n == 1 ? parts[0]
-               : core::siphash13(std::string_view(reinterpret_cast<const char*>(parts.data()),
-                                                  n * sizeof(std::uint64_t)),
-                                 key_secret_);
+  key = core::siphash13(
+      std::string_view(reinterpret_cast<const char*>(parts.data()), n * sizeof(std::uint64_t)),
+      key_secret_);
   return true;
 }
 

@@ -9,18 +9,16 @@
 /// rest is a JWK Set; checked: it is read or refused with an exception, never more keys than
 /// the text could hold, and every key it keeps is usable (has an EVP key).
 
-#include <boost/json.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gateway/identity/jwt.hpp"
 #include "gateway/identity/token_cache.hpp"
+#include "tests/identity/jwt_vectors.hpp"
 
 namespace {
 
@@ -33,31 +31,13 @@ void require(bool ok, const char* what) {
 }
 
 struct setup {
-  identity::verifier v;
+  identity::verifier v = test::vectors().verifier();
   identity::token_cache cache{64, {7, 9}};
-  std::int64_t now = 0;
+  std::int64_t now = test::vectors().now;
 };
 
 setup& state() {
-  static setup* s = [] {
-    std::ifstream in(TOLLGATE_SOURCE_DIR "/tests/unit/golden/jwt_vectors.json");
-    const std::string text((std::istreambuf_iterator<char>(in)), {});
-    const boost::json::object root = boost::json::parse(text).as_object();
-    identity::verifier_options o;
-    for (const auto& a : root.at("algorithms").as_array()) {
-      identity::algorithm alg{};
-      if (identity::algorithm_of(std::string(a.as_string()), alg)) o.algorithms.push_back(alg);
-    }
-    o.secret = std::string(root.at("secret").as_string());
-    o.issuer = std::string(root.at("issuer").as_string());
-    o.audiences = {std::string(root.at("audience").as_string())};
-    for (const auto& p : root.at("claim_paths").as_array())
-      o.claim_paths.emplace_back(p.as_string());
-    auto* s = new setup{identity::verifier(o)};
-    s->v.set_keys(identity::key_set::parse(boost::json::serialize(root.at("jwks"))));
-    s->now = root.at("now").as_int64();
-    return s;
-  }();
+  static setup* s = new setup;
   return *s;
 }
 

@@ -9,8 +9,8 @@ import json
 import os
 
 import jwt
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 NOW = 1_900_000_000  # the instant of every verdict (2030-03-17)
 OUT = os.path.join(os.path.dirname(__file__), "..", "unit", "golden", "jwt_vectors.json")

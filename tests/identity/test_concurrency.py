@@ -12,7 +12,6 @@ import socket
 import sys
 import threading
 import time
-import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "websocket"))
 if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "websocket"))
 if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
@@ -77,21 +76,10 @@ def statuses(responses):
     return [s for s, _, _ in responses]
 
 
-class Hosts(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.echo = h.Echo()
-        try:
-            cls.gw = h.Gateway(GATEWAY, POLICY, cls.echo.port,
-                               files={"a.yaml": TENANT_A, "b.yaml": TENANT_B})
-        except Exception:
-            cls.echo.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.echo.stop()
+class Hosts(h.GatewayCase):
+    GATEWAY = GATEWAY
+    POLICY = POLICY
+    FILES = {"a.yaml": TENANT_A, "b.yaml": TENANT_B}
 
     def test_one_address_has_each_hosts_own_burst(self):
         client = h.new_client_address()

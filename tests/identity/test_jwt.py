@@ -106,22 +106,18 @@ def get(gw, token=None, xff=None, headers=""):
                                    "Connection: close\r\n\r\n")
 
 
-class JwtGateway(unittest.TestCase):
+class JwtGateway(h.GatewayCase):
+    POLICY = POLICY
+
+    @classmethod
+    def gateway_file(cls):
+        return gateway_file()
+
     @classmethod
     def setUpClass(cls):
         cls.keys = Keys()
-        cls.echo = h.Echo()
-        try:
-            cls.gw = h.Gateway(gateway_file(), POLICY, cls.echo.port,
-                               files={"jwks.json": cls.keys.first_set()})
-        except Exception:
-            cls.echo.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.echo.stop()
+        cls.FILES = {"jwks.json": cls.keys.first_set()}
+        super().setUpClass()
 
     def refused(self, token, reason):
         before = self.gw.metrics().value("tollgate_violations_total", reason="token_invalid")
@@ -300,58 +296,49 @@ class JwksUrl(unittest.TestCase):
     def test_the_key_set_is_fetched_refreshed_and_kept_when_a_fetch_fails(self):
         keys = Keys()
         served = JwksServer(keys.set((keys.p256, "a")))
-        echo = h.Echo()
-        gw = None
         try:
-            gw = h.Gateway(gateway_file().replace(
-                "    jwks_file: {dir}/jwks.json\n",
-                f"    jwks_url: http://127.0.0.1:{served.port}/jwks.json\n    jwks_refresh: 1s\n"),
-                POLICY, echo.port)
-            self.assertIn("1 keys from", gw.process.wait_for_line("keys from"))
-            old = jwt.encode(claims(sub="u-old"), keys.p256, algorithm="ES256", headers={"kid": "a"})
-            # Each request its own subject: per_user (burst 3) stays out of the way.
-            new_token = lambda: jwt.encode(claims(sub="u-" + os.urandom(4).hex()), keys.rotated,
-                                           algorithm="ES256", headers={"kid": "b"})
-            new = new_token()
-            self.assertEqual(get(gw, old, xff=h.new_client_address())[0], 200)
-            status, _, body = get(gw, new, xff=h.new_client_address())
-            self.assertEqual((status, json.loads(body)["reason"]), (401, "unknown_kid"))
-            # The set rotates at the source: the next refresh brings it, without a restart.
-            served.text = keys.set((keys.rotated, "b"))
-            self.assertTrue(h.eventually(
-                lambda: get(gw, new_token(), xff=h.new_client_address())[0] == 200, timeout=5))
-            status, _, body = get(gw, old, xff=h.new_client_address())
-            self.assertEqual((status, json.loads(body)["reason"]), (401, "unknown_kid"))
-            # A failing source (500, then a broken set) keeps the last good set.
-            served.status = 500
-            self.assertIn("status 500", gw.process.wait_for_line("the keys in force stay"))
-            served.status, served.text = 200, '{"keys": "no"}'
-            self.assertIn("not a usable JWK Set", gw.process.wait_for_line("the keys in force stay"))
-            self.assertEqual(get(gw, new_token(), xff=h.new_client_address())[0], 200)
-            # A reload that keeps the URL keeps the keys fetched (no request refused meanwhile).
-            served.text = keys.set((keys.rotated, "b"))
-            hits = served.hits
-            gw.process.signal(signal.SIGHUP)
-            self.assertIn("in force", gw.process.wait_for_line("reload"))
-            for _ in range(6):
+            url = f"    jwks_url: http://127.0.0.1:{served.port}/jwks.json\n    jwks_refresh: 1s\n"
+            with h.gateway_with_echo(
+                    gateway_file().replace("    jwks_file: {dir}/jwks.json\n", url), POLICY) as gw:
+                self.assertIn("1 keys from", gw.process.wait_for_line("keys from"))
+                old = jwt.encode(claims(sub="u-old"), keys.p256, algorithm="ES256", headers={"kid": "a"})
+                # Each request its own subject: per_user (burst 3) stays out of the way.
+                new_token = lambda: jwt.encode(claims(sub="u-" + os.urandom(4).hex()), keys.rotated,
+                                               algorithm="ES256", headers={"kid": "b"})
+                new = new_token()
+                self.assertEqual(get(gw, old, xff=h.new_client_address())[0], 200)
+                status, _, body = get(gw, new, xff=h.new_client_address())
+                self.assertEqual((status, json.loads(body)["reason"]), (401, "unknown_kid"))
+                # The set rotates at the source: the next refresh brings it, without a restart.
+                served.text = keys.set((keys.rotated, "b"))
+                self.assertTrue(h.eventually(
+                    lambda: get(gw, new_token(), xff=h.new_client_address())[0] == 200, timeout=5))
+                status, _, body = get(gw, old, xff=h.new_client_address())
+                self.assertEqual((status, json.loads(body)["reason"]), (401, "unknown_kid"))
+                # A failing source (500, then a broken set) keeps the last good set.
+                served.status = 500
+                self.assertIn("status 500", gw.process.wait_for_line("the keys in force stay"))
+                served.status, served.text = 200, '{"keys": "no"}'
+                self.assertIn("not a usable JWK Set", gw.process.wait_for_line("the keys in force stay"))
                 self.assertEqual(get(gw, new_token(), xff=h.new_client_address())[0], 200)
-            self.assertTrue(h.eventually(lambda: served.hits > hits, timeout=5))
+                # A reload that keeps the URL keeps the keys fetched (no request refused meanwhile).
+                served.text = keys.set((keys.rotated, "b"))
+                hits = served.hits
+                gw.process.signal(signal.SIGHUP)
+                self.assertIn("in force", gw.process.wait_for_line("reload"))
+                for _ in range(6):
+                    self.assertEqual(get(gw, new_token(), xff=h.new_client_address())[0], 200)
+                self.assertTrue(h.eventually(lambda: served.hits > hits, timeout=5))
         finally:
-            if gw is not None:
-                gw.stop()
-            echo.stop()
             served.stop()
 
 
 class CookieSource(unittest.TestCase):
     def test_a_token_in_a_cookie(self):
         keys = Keys()
-        echo = h.Echo()
-        gw = None
-        try:
-            gw = h.Gateway(gateway_file().replace("    leeway: 5s\n",
-                                                  "    leeway: 5s\n    from: { cookie: session }\n"),
-                           POLICY, echo.port, files={"jwks.json": keys.first_set()})
+        cookie = gateway_file().replace("    leeway: 5s\n",
+                                        "    leeway: 5s\n    from: { cookie: session }\n")
+        with h.gateway_with_echo(cookie, POLICY, files={"jwks.json": keys.first_set()}) as gw:
             sub = "cookie-" + os.urandom(4).hex()
             token = jwt.encode(claims(sub=sub), keys.ed, algorithm="EdDSA", headers={"kid": "ed"})
             # Cookies split over two fields, as HTTP/2 clients send them: per_user (burst 3)
@@ -370,10 +357,6 @@ class CookieSource(unittest.TestCase):
             self.assertEqual(status, 401)
             self.assertNotIn("www-authenticate", headers)
             self.assertEqual(get(gw, "garbage", xff=h.new_client_address())[0], 200)
-        finally:
-            if gw is not None:
-                gw.stop()
-            echo.stop()
 
 
 class JwksUrlOverTls(unittest.TestCase):
@@ -434,11 +417,8 @@ class JwksUrlOverTls(unittest.TestCase):
 class AnonymousOnInvalid(unittest.TestCase):
     def test_a_refused_token_is_anonymous(self):
         keys = Keys()
-        echo = h.Echo()
-        gw = None
-        try:
-            gw = h.Gateway(gateway_file("anonymous"), POLICY, echo.port,
-                           files={"jwks.json": keys.first_set()})
+        with h.gateway_with_echo(gateway_file("anonymous"), POLICY,
+                                 files={"jwks.json": keys.first_set()}) as gw:
             expired = jwt.encode(claims(sub="dave", exp=int(time.time()) - 600), keys.rsa,
                                  algorithm="RS256", headers={"kid": "rsa"})
             # Refused, so anonymous: per_user does not apply, and nothing is a violation.
@@ -448,10 +428,6 @@ class AnonymousOnInvalid(unittest.TestCase):
             self.assertEqual(m.value("tollgate_violations_total", reason="token_invalid"), 0)
             self.assertGreaterEqual(m.value("tollgate_token_checks_total", result="expired"), 5)
             self.assertEqual(m.value("tollgate_requests_total", decision="unauthorized"), 0)
-        finally:
-            if gw is not None:
-                gw.stop()
-            echo.stop()
 
 
 if __name__ == "__main__":

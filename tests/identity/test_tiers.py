@@ -64,21 +64,10 @@ def get(gw, xff, headers=""):
                                    f"{headers}Connection: close\r\n\r\n")
 
 
-class Tiers(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.echo = h.Echo()
-        try:
-            cls.gw = h.Gateway(GATEWAY, POLICY, cls.echo.port,
-                               files={"keys.yaml": KEYS, "datacenters.txt": DATACENTERS})
-        except Exception:
-            cls.echo.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.gw.stop()
-        cls.echo.stop()
+class Tiers(h.GatewayCase):
+    GATEWAY = GATEWAY
+    POLICY = POLICY
+    FILES = {"keys.yaml": KEYS, "datacenters.txt": DATACENTERS}
 
     def burst(self, n, key):
         """n requests with X-Api-Key `key`, each from a new address: the statuses."""
@@ -169,10 +158,7 @@ categories:
 
 class UpstreamTier(unittest.TestCase):
     def test_the_upstream_sets_the_tier_until_tier_ttl(self):
-        echo = h.Echo()
-        gw = None
-        try:
-            gw = h.Gateway(h.gateway_yaml(), UPSTREAM_POLICY, echo.port)
+        with h.gateway_with_echo(h.gateway_yaml(), UPSTREAM_POLICY) as gw:
             client = h.new_client_address()
 
             def ask(query=""):
@@ -200,10 +186,6 @@ class UpstreamTier(unittest.TestCase):
             status, headers, body = ask()
             self.assertEqual((status, headers["x-ratelimit-limit"]), (429, "2"))
             self.assertEqual(json.loads(body)["consumer_tier"], "free")
-        finally:
-            if gw is not None:
-                gw.stop()
-            echo.stop()
 
 
 if __name__ == "__main__":

@@ -5,54 +5,25 @@
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
-#include <fstream>
-#include <iterator>
 #include <string>
+#include <vector>
 
 #include "gateway/identity/jwt.hpp"
 #include "gateway/identity/token_cache.hpp"
+#include "tests/identity/jwt_vectors.hpp"
 
 namespace {
 
 using namespace tollgate;
 namespace json = boost::json;
 
-struct vectors {
-  json::object root;
-  std::string jwks;
-  identity::verifier_options options;
-  std::int64_t now = 0;
-};
-
-const vectors& load() {
-  static const vectors v = [] {
-    std::ifstream in(std::string(TOLLGATE_SOURCE_DIR) + "/tests/unit/golden/jwt_vectors.json");
-    const std::string text((std::istreambuf_iterator<char>(in)), {});
-    vectors out;
-    out.root = json::parse(text).as_object();
-    out.jwks = json::serialize(out.root.at("jwks"));
-    out.now = out.root.at("now").as_int64();
-    for (const auto& a : out.root.at("algorithms").as_array()) {
-      identity::algorithm alg{};
-      REQUIRE(identity::algorithm_of(std::string(a.as_string()), alg));
-      out.options.algorithms.push_back(alg);
-    }
-    out.options.secret = std::string(out.root.at("secret").as_string());
-    out.options.issuer = std::string(out.root.at("issuer").as_string());
-    out.options.audiences = {std::string(out.root.at("audience").as_string())};
-    out.options.leeway = 30;
-    for (const auto& p : out.root.at("claim_paths").as_array())
-      out.options.claim_paths.emplace_back(p.as_string());
-    return out;
-  }();
-  return v;
+const test::jwt_vectors& load() {
+  return test::vectors();
 }
 
 identity::verifier make_verifier() {
-  const vectors& v = load();
-  identity::verifier out(v.options);
   std::vector<std::string> skipped;
-  out.set_keys(identity::key_set::parse(v.jwks, &skipped));
+  identity::verifier out = load().verifier(&skipped);
   // The 1024-bit RSA key and the oct key are left out, each named.
   REQUIRE(skipped.size() == 2);
   CHECK(skipped[0].find("small") != std::string::npos);
@@ -62,18 +33,16 @@ identity::verifier make_verifier() {
 }
 
 std::string token_of(const char* name) {
-  for (const auto& c : load().root.at("cases").as_array()) {
-    if (c.at("name").as_string() == name) return std::string(c.at("token").as_string());
-  }
-  FAIL("no case " << name);
-  return {};
+  const std::string t = load().token(name);
+  if (t.empty()) FAIL("no case " << name);
+  return t;
 }
 
 }  // namespace
 
 TEST_CASE("each token of the vectors gets its verdict, with its claims", "[identity]") {
   const identity::verifier v = make_verifier();
-  const vectors& data = load();
+  const test::jwt_vectors& data = load();
   std::size_t verified = 0, refused = 0;
   for (const auto& c : data.root.at("cases").as_array()) {
     const std::string name(c.at("name").as_string());

@@ -9,6 +9,7 @@ Standard library only besides `websockets` (10.4).
 import asyncio
 import atexit
 import base64
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -676,12 +677,29 @@ class Case(unittest.IsolatedAsyncioTestCase):
 
 
 
+@contextlib.contextmanager
+def gateway_with_echo(gateway_yaml, policy_yaml, files=None):
+    """An echo and a Gateway in front of it for a with-block (`files` as Gateway takes them);
+    both stopped after it, however it ends."""
+    echo = Echo()
+    try:
+        gw = Gateway(gateway_yaml, policy_yaml, echo.port, files=files)
+        try:
+            yield gw
+        finally:
+            gw.stop()
+    finally:
+        echo.stop()
+
+
 class GatewayCase(Case):
     """A Case whose tests share one echo and one gateway, started once for the class from
-    `gateway_file()` (by default the class's GATEWAY) and the class's POLICY."""
+    `gateway_file()` (by default the class's GATEWAY), the class's POLICY and its FILES
+    (written beside them before the gateway starts). Plain test methods work as well."""
 
     GATEWAY = None
     POLICY = None
+    FILES = None
 
     @classmethod
     def gateway_file(cls):
@@ -692,7 +710,7 @@ class GatewayCase(Case):
         super().setUpClass()
         cls.echo = Echo()
         try:
-            cls.gw = Gateway(cls.gateway_file(), cls.POLICY, cls.echo.port)
+            cls.gw = Gateway(cls.gateway_file(), cls.POLICY, cls.echo.port, files=cls.FILES)
         except Exception:
             cls.echo.stop()
             raise
