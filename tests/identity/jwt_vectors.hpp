@@ -16,10 +16,10 @@
 namespace tollgate::test {
 
 struct jwt_vectors {
-  boost::json::object root;             ///< the whole file
-  std::string jwks;                     ///< its JWK Set, as text
-  identity::verifier_options options;   ///< its algorithms, secret, issuer, audience, paths
-  std::int64_t now = 0;                 ///< the instant of every verdict
+  boost::json::object root;            ///< the whole file
+  std::string jwks;                    ///< its JWK Set, as text
+  identity::verifier_options options;  ///< its algorithms, secret, issuer, audience, paths
+  std::int64_t now = 0;                ///< the instant of every verdict
 
   /// The token of case `name`, or "".
   std::string token(std::string_view name) const {
@@ -47,7 +47,8 @@ inline const jwt_vectors& vectors() {
     out.now = out.root.at("now").as_int64();
     for (const auto& a : out.root.at("algorithms").as_array()) {
       identity::algorithm alg{};
-      if (identity::algorithm_of(std::string(a.as_string()), alg)) out.options.algorithms.push_back(alg);
+      if (identity::algorithm_of(std::string(a.as_string()), alg))
+        out.options.algorithms.push_back(alg);
     }
     out.options.secret = std::string(out.root.at("secret").as_string());
     out.options.issuer = std::string(out.root.at("issuer").as_string());
