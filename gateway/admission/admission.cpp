@@ -269,6 +269,7 @@ void begin(const request_view& v, record& r) {
   r.token_cached = false;
   r.consumer_tier = policy::no_tier;
   r.rate.consumer_tier = {};
+  if (r.overrides) r.overrides.reset();
   r.exempt = false;
   r.upgrade = v.upgrade;
   r.tls = v.tls;
@@ -375,10 +376,20 @@ step admit(const setting& s, const request_view& v, record& r) {
   // The route's policy: the top level's, or that of the host entry the Host named (docs/
   // design.md §15, "Tenants (per Host)"), whose tiers and keys apply.
   const policy::compiled_policy& policy = *r.route->policy;
+  // What the admin API's overrides say of this consumer (docs/design.md §15): a tier, or
+  // numbers for some of its limits.
+  const policy::override_set* overrides =
+      s.overrides != nullptr && !r.exempt ? s.overrides->get() : nullptr;
+  std::optional<policy::override_match> given;
+  if (overrides != nullptr) {
+    given.emplace();
+    if (!overrides->find(policy, category, r.client, keys, v.now, *given)) given.reset();
+  }
   if (const policy::tier_rules* tiers = policy.tiers(); tiers != nullptr && !r.exempt) {
     // The consumer's tier scales its limits and moves its difficulty (docs/design.md §15).
     bool unknown = false;
-    r.consumer_tier = policy.tier_of(r.client, keys, unknown, s.tiers_set, consumer(r), v.now);
+    r.consumer_tier = policy.tier_of(r.client, keys, unknown, s.tiers_set, consumer(r), v.now,
+                                     given ? given->tier : policy::no_tier);
     if (unknown) {
       if (s.gate.screen(r.gate, r.verdict) && r.verdict.result == core::outcome::banned) {
         return conclude(s, r);
@@ -394,6 +405,15 @@ step admit(const setting& s, const request_view& v, record& r) {
   if (!r.verdict.ask_limits) return conclude(s, r);
   r.limits =
       policy.request(category, r.client, keys, r.route->cost, v.now, r.unkeyed, r.consumer_tier);
+  if (given && given->any_spec) {
+    // An override's numbers replace those of its limits, whatever the tier.
+    for (std::uint8_t i = 0; i < r.limits.group_count; ++i) {
+      limit::limit_group& g = r.limits.groups[i];
+      if (const limit::limit_spec* o = given->specs[g.spec->slot]) g.spec = o;
+    }
+    r.limits.overridden = true;
+    r.overrides = *s.overrides;
+  }
   // Places in flight first: a request refused by them is charged nothing; one the limits
   // refuse gives them back (conclude).
   if (r.limits.inflight_count > 0 && s.inflight != nullptr) {

@@ -26,6 +26,7 @@
 #include "gateway/policy/compiled_policy.hpp"
 #include "gateway/policy/cors.hpp"
 #include "gateway/policy/gate.hpp"
+#include "gateway/policy/overrides.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/router.hpp"
 #include "gateway/policy/verdict.hpp"
@@ -49,6 +50,9 @@ struct setting {
   limit::inflight_table* inflight = nullptr;
   /// The tiers upstreams set (the `upstream` tier source, docs/design.md §15); null: none.
   policy::tier_memory* tiers_set = nullptr;
+  /// The admin API's overrides compiled for this configuration (docs/design.md §15); null, or
+  /// pointing at null: none.
+  const std::shared_ptr<const policy::override_set>* overrides = nullptr;
 };
 
 /// What the caller does next.
@@ -96,6 +100,8 @@ struct record {
   /// Its places under concurrency limits, held while it is in flight: given back when it is
   /// refused, and by the caller when it ends (or a WebSocket tunnel takes them).
   limit::inflight_holds inflight;
+  /// The overrides whose limits r.limits points at, while it does.
+  std::shared_ptr<const policy::override_set> overrides;
   std::uint32_t unkeyed = 0;                 ///< slots of limits whose key it lacks
   bool exempt = false;                       ///< on the access allow list
   bool upgrade = false;                      ///< a WebSocket upgrade

@@ -35,6 +35,9 @@ net::admin_server::reply admin_api::handle(const request& r) const {
     if (r.method == "DELETE") return reset(r, target);
     return admin::not_allowed("GET, DELETE");
   }
+  if (path == "/admin/overrides" || path.starts_with("/admin/overrides/")) {
+    return overrides(r);
+  }
   if (path == "/admin/limited") {
     if (r.method != "GET") return admin::not_allowed("GET");
     return limited(r);

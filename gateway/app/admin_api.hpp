@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/app/overrides.hpp"
 #include "gateway/core/key_block.hpp"
 #include "gateway/limit/top_limited.hpp"
 #include "gateway/net/admin.hpp"
@@ -25,7 +26,8 @@ struct admin_context {
   const core::clock& clock;                             ///< now
   const std::shared_ptr<const net::snapshot>& current;  ///< the configuration in force
   std::vector<const limit::rejection_tally*> limited;   ///< every worker's rejections
-  bool shared_store = false;  ///< store: redis (a reset leaves Redis's state alone)
+  bool shared_store = false;             ///< store: redis (a reset leaves Redis's state alone)
+  override_keeper* overrides = nullptr;  ///< the overrides (docs/design.md §15)
 };
 
 /// Answers /admin/ requests.
@@ -38,7 +40,8 @@ class admin_api {
   explicit admin_api(admin_context c) : c_(std::move(c)) {}
 
   /// GET /admin/bans; PUT and DELETE /admin/bans/<address or CIDR>; GET /admin/addresses/
-  /// <address>; DELETE /admin/addresses/<address or CIDR> (reset); GET /admin/limited?top=N.
+  /// <address>; DELETE /admin/addresses/<address or CIDR> (reset); GET /admin/limited?top=N;
+  /// GET and PUT /admin/overrides, DELETE /admin/overrides/<id>.
   net::admin_server::reply handle(const net::admin_server::request& r) const;
 
  private:
@@ -51,6 +54,10 @@ class admin_api {
   reply address(std::string_view target) const;
   reply reset(const request& r, std::string_view target) const;
   reply limited(const request& r) const;
+  /// GET /admin/overrides; PUT /admin/overrides; DELETE /admin/overrides/<id>.
+  reply overrides(const request& r) const;
+  reply put_override(const request& r) const;
+  reply delete_override(const request& r, std::string_view id) const;
   boost::json::array limits_of(const core::address& a, core::nanos now) const;
   /// The manual bans in force whose block overlaps `b` (only those that hold it whole, when
   /// `holding`), as text.

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "gateway/app/overrides.hpp"
 #include "gateway/core/clock.hpp"
 #include "gateway/metrics/exposition.hpp"
 #include "gateway/net/admin.hpp"
@@ -28,6 +29,7 @@ struct admin_sources {
   metrics::registry& metrics;                           ///< label tables, reload counters
   const bool& draining;                                 ///< a stop signal came: not ready
   std::string_view version;                             ///< tollgate_build_info
+  override_keeper& overrides;                           ///< the admin API's overrides
 };
 
 /// The admin listener's answers.

@@ -30,6 +30,9 @@ reply problem(unsigned status, std::string_view detail, json::object extra) {
     case 409:
       title = "Conflict";
       break;
+    case 503:
+      title = "Service Unavailable";
+      break;
     default:
       break;
   }

@@ -21,6 +21,7 @@
 #include "gateway/app/descriptors.hpp"
 #include "gateway/app/logging.hpp"
 #include "gateway/app/notify.hpp"
+#include "gateway/app/overrides.hpp"
 #include "gateway/app/reload.hpp"
 #include "gateway/app/store_setup.hpp"
 #include "gateway/config/gateway.hpp"
@@ -122,6 +123,7 @@ class gateway_process {
     if (!load() || !prepare() || !listen() || !open_admin()) return 1;
     admin_->start();
     server_->start();
+    overrides_->start();
     follow_jwks();
     notify_systemd("READY=1");  // Type=notify: systemd may now send reloads
     wait_signal();
@@ -178,6 +180,7 @@ class gateway_process {
     pow_.emplace(secret_, cfg_.pow, cfg_.policy.pow_counters);
     shared_.emplace(net::shared_state{*store_, clock_, *pow_});
     shared_->access_log = &access_log_;
+    overrides_.emplace(*shared_->overrides, *store_, clock_);
     metrics_.last_reload_success.store(unix_seconds_now());
     try {
       current_ =
@@ -240,8 +243,8 @@ class gateway_process {
 
   /// The admin listener, on this thread with the signals.
   bool open_admin() {
-    endpoints_.emplace(
-        admin_sources{*store_, *pow_, clock_, current_, *server_, metrics_, draining_, version_});
+    endpoints_.emplace(admin_sources{*store_, *pow_, clock_, current_, *server_, metrics_,
+                                     draining_, version_, *overrides_});
     try {
       const auto& a = current_->config.admin;
       admin_ = std::make_unique<net::admin_server>(
@@ -372,6 +375,7 @@ class gateway_process {
   core::siphash_key identity_key_{};              ///< hashes limit key values
   std::optional<policy::pow_state> pow_;          ///< challenges, violations, bans
   std::optional<net::shared_state> shared_;       ///< what every worker shares
+  std::optional<override_keeper> overrides_;      ///< the admin API's overrides, shared or not
   metrics::registry metrics_;                     ///< label tables, reload counters
   std::shared_ptr<const net::snapshot> current_;  ///< the configuration in force
   asio::io_context control_;                      ///< this thread's: admin, signals

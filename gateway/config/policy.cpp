@@ -477,9 +477,11 @@ tier_source_config read_tier_source(const yaml_node& n, const std::string& file,
       src.source = tier_source_config::kind::upstream;
       return src;
     }
-    if (word == "override")
-      n.fail("override is not available yet (jwt_claim, key_file, network and upstream are)");
-    n.fail("expected jwt_claim, key_file, network or upstream");
+    if (word == "override") {
+      src.source = tier_source_config::kind::overrides;
+      return src;
+    }
+    n.fail("expected override, jwt_claim, key_file, network or upstream");
   }
   n.expect_keys({"jwt_claim", "key_file", "network"});
   const auto entries = n.entries();

@@ -148,7 +148,8 @@ struct tier_source_config {
     jwt_claim,
     key_file,
     network,
-    upstream
+    upstream,
+    overrides  ///< `override`: the admin API's (docs/design.md §15)
   } source = kind::jwt_claim;
   std::string claim;    ///< jwt_claim: the claim path whose value names the tier
   key_part_config key;  ///< key_file: the request's key (a header, query, cookie...)

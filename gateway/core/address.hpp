@@ -71,6 +71,8 @@ class cidr {
   bool contains(const address& a) const noexcept;
   /// The block as text, e.g. "10.0.0.0/8".
   std::string to_string() const;
+  /// Its prefix length.
+  std::uint8_t prefix() const noexcept { return prefix_; }
 
  private:
   /// `a` with the bits below the prefix cleared.

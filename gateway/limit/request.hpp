@@ -42,6 +42,8 @@ struct limit_request {
   /// the places in flight the caller takes. Only the first `inflight_count` are used.
   std::array<limit_group, max_keyed_limits> inflight;
   std::uint8_t inflight_count = 0;  ///< how many
+  /// Some group's limit is an override's (docs/design.md §15), not the category's.
+  bool overridden = false;
 };
 
 /// One tier's result within a decision. No default member values (see limit_group).

@@ -1,5 +1,8 @@
 #include "gateway/net/forward.hpp"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <optional>
 #include <span>
@@ -306,6 +309,50 @@ bool closed_before_answer(const error_code& ec) noexcept {
          ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
 }
 
+/// Closes the upstream connection when the client goes away while the gateway waits for the
+/// upstream's answer, so that the upstream's work stops and the request's places in flight come
+/// back at once (like nginx's proxy_ignore_client_abort off). Armed once the request is sent: a
+/// client gone before then is found when the answer is relayed. The client's socket is watched for
+/// readability; a reset or a close shows as nothing to read (bytes of a pipelined request, or
+/// a TLS alert, are left alone: the client is still there or cannot be told from one that is).
+class client_abort_watch {
+ public:
+  client_abort_watch(tcp_socket& client, tcp_socket& upstream)
+      : client_(client), state_(std::make_shared<state>()) {
+    state_->upstream = &upstream;
+    client.async_wait(tcp_socket::wait_read, [s = state_, &client](const error_code& ec) {
+      // A cancelled wait, or one that completed after the exchange ended (the socket may be
+      // gone by now): nothing to do.
+      if (ec || s->upstream == nullptr) return;
+      char byte;
+      const ssize_t n = ::recv(client.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        s->gone = true;
+        error_code ignored;
+        s->upstream->close(ignored);
+      }
+    });
+  }
+  ~client_abort_watch() {
+    state_->upstream = nullptr;
+    error_code ignored;
+    client_.cancel(ignored);
+  }
+  client_abort_watch(const client_abort_watch&) = delete;
+  client_abort_watch& operator=(const client_abort_watch&) = delete;
+
+  /// Whether the client went away (the upstream connection was closed for it).
+  bool gone() const noexcept { return state_->gone; }
+
+ private:
+  struct state {
+    tcp_socket* upstream = nullptr;  ///< null once the watch is over
+    bool gone = false;
+  };
+  tcp_socket& client_;
+  std::shared_ptr<state> state_;
+};
+
 /// How exchange_head ended.
 struct head_result {
   bool answered = false;  ///< no response head to relay: the exchange ended (answered or not)
@@ -391,6 +438,10 @@ task<head_result> exchange_head(exchange& x) {
     // had its 100 from the gateway, and hints are optional. The final response follows on the
     // same connection. A 101 is the end of an upgrade's exchange, and a failure for any other
     // request (it was not asked for).
+    // A request holding places under concurrency limits gives them back as soon as its client
+    // goes away (docs/design.md §15); the others, which hold nothing, spare the watch's cost.
+    std::optional<client_abort_watch> abort;
+    if (!ec && !r.adm.inflight.empty()) abort.emplace(watch.client, conn->socket);
     while (!ec) {
       std::apply([&](auto&&... a) { x.rp.emplace(a...); }, on_arena(sc.arena));
       rp->body_limit(boost::none);  // responses are streamed, never held
@@ -403,6 +454,12 @@ task<head_result> exchange_head(exchange& x) {
       if (ec || status >= 200 || status == 101) break;
     }
     if (!ec) co_return head_result::response();
+    if (abort && abort->gone()) {
+      // Nobody is left to answer; the upstream connection is closed, not the upstream's fault.
+      watch.drop_upstream();
+      co_return head_result::ended(false);
+    }
+    abort.reset();
     const bool timeout = watch.upstream_timed_out;  // the watchdog closed it
     if (conn->reused && replayable && attempt == 0 && !timeout && closed_before_answer(ec)) {
       continue;  // a stale pooled connection: once more on a fresh one

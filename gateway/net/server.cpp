@@ -163,6 +163,7 @@ void refuse(worker& w, tcp_socket& socket, const listener_info& l, metrics::refu
 server::server(std::shared_ptr<const snapshot> initial, shared_state& shared, unsigned workers,
                std::uint32_t max_connections, metrics::registry& metrics)
     : metrics_(metrics), shared_(shared), initial_(std::move(initial)) {
+  shared_.overrides->attach(initial_->generation, initial_->policies(), initial_);
   for (unsigned i = 0; i < std::max(1u, workers); ++i) {
     workers_.push_back(std::make_unique<worker>(shared_));
     workers_.back()->index = static_cast<std::uint32_t>(workers_.size() - 1);
@@ -231,6 +232,8 @@ std::vector<const limit::rejection_tally*> server::limited() const {
 }
 
 void server::publish(std::shared_ptr<const snapshot> s) {
+  // The overrides compiled for it before any worker sees it.
+  shared_.overrides->attach(s->generation, s->policies(), s);
   for (auto& w : workers_) {
     asio::post(w->io, [wp = w.get(), s] { wp->adopt(s); });
   }

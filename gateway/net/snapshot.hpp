@@ -75,6 +75,13 @@ struct snapshot {
   std::size_t index_of(const policy::category_limits& category) const noexcept {
     return category.index;
   }
+  /// Its policies: the top level's, then each host entry's.
+  std::vector<const policy::compiled_policy*> policies() const {
+    std::vector<const policy::compiled_policy*> out{&policy};
+    for (const policy::tenant& t : hosts.entries())
+      out.push_back(&t.policy);
+    return out;
+  }
   /// The metric label index of `category` (of `policy` or of a host entry's).
   std::uint16_t metric_of(const policy::category_limits& category) const noexcept {
     return category_metric[index_of(category)];

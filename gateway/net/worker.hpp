@@ -22,6 +22,7 @@
 #include "gateway/net/upstream_pool.hpp"
 #include "gateway/net/websocket.hpp"
 #include "gateway/policy/gate.hpp"
+#include "gateway/policy/overrides.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/store/decision_store.hpp"
 
@@ -37,6 +38,8 @@ struct shared_state {
   core::log_file* access_log = nullptr;  ///< where access log lines go, when on
   /// The tiers upstreams set (docs/design.md §15), for the life of the process.
   std::shared_ptr<policy::tier_memory> tiers_set = std::make_shared<policy::tier_memory>();
+  /// The admin API's overrides (docs/design.md §15), for the life of the process.
+  std::shared_ptr<policy::override_book> overrides = std::make_shared<policy::override_book>();
 };
 
 /// A listener as sessions see it.
@@ -125,6 +128,23 @@ struct worker {
   }
   core::siphash_key token_key_{};  ///< keys the token cache's hash (random, set at start)
 
+  /// The overrides compiled for snapshot `s`, through a holder of this worker's own (copies
+  /// count on it, not on a count every core shares); null when there are none. One load of
+  /// the book's version per call while nothing changes.
+  const std::shared_ptr<const policy::override_set>* overrides_for(const snapshot& s) {
+    const std::uint64_t v = shared.overrides->version();
+    if (v != overrides_version_ || s.generation != overrides_generation_) {
+      overrides_version_ = v;
+      overrides_generation_ = s.generation;
+      overrides_.reset();
+      if (auto set = shared.overrides->compiled(s.generation)) {
+        auto holder = std::make_shared<std::shared_ptr<const policy::override_set>>(std::move(set));
+        overrides_ = std::shared_ptr<const policy::override_set>(holder, holder->get());
+      }
+    }
+    return overrides_ ? &overrides_ : nullptr;
+  }
+
   /// Adopts `s` (call on this worker's thread).
   void adopt(std::shared_ptr<const snapshot> s) {
     auto holder = std::make_shared<std::shared_ptr<const snapshot>>(std::move(s));
@@ -132,9 +152,12 @@ struct worker {
   }
 
  private:
-  std::unique_ptr<std::array<char, 64 * 1024>> relay_;  ///< see relay_buffer
-  std::unique_ptr<identity::token_cache> tokens_;       ///< see token_cache_for
-  std::size_t tokens_capacity_ = 0;                     ///< its capacity
+  std::unique_ptr<std::array<char, 64 * 1024>> relay_;     ///< see relay_buffer
+  std::unique_ptr<identity::token_cache> tokens_;          ///< see token_cache_for
+  std::size_t tokens_capacity_ = 0;                        ///< its capacity
+  std::shared_ptr<const policy::override_set> overrides_;  ///< see overrides_for
+  std::uint64_t overrides_version_ = ~0ull;                ///< the book's version it is of
+  std::uint64_t overrides_generation_ = 0;                 ///< the snapshot it is for
 };
 
 /// Closes a connection just accepted, cheaply (a reset: no lingering state on either side),

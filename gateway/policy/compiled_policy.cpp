@@ -182,8 +182,18 @@ tier_rules compile_tiers(const config::tiers_config& t, ClaimIndex&& claim) {
       case config::tier_source_config::kind::upstream:
         out.upstream = true;
         break;
+      case config::tier_source_config::kind::overrides:
+        break;
     }
     out.from.push_back(std::move(src));
+  }
+  // The admin API's overrides come first when `from` does not place them.
+  if (std::none_of(out.from.begin(), out.from.end(), [](const tier_rules::source& s) {
+        return s.kind == config::tier_source_config::kind::overrides;
+      })) {
+    tier_rules::source first;
+    first.kind = config::tier_source_config::kind::overrides;
+    out.from.insert(out.from.begin(), std::move(first));
   }
   return out;
 }
@@ -200,7 +210,8 @@ std::string sha256_hex(std::string_view value) {
   return out;
 }
 
-/// The value of key part `p` of the request; "" when the request lacks it.
+}  // namespace
+
 std::string_view value_of(const limit::key_part& p, const key_sources& keys, std::string& query) {
   switch (p.source) {
     case key_source::header:
@@ -221,6 +232,8 @@ std::string_view value_of(const limit::key_part& p, const key_sources& keys, std
   }
   return {};
 }
+
+namespace {
 
 /// The stored key of an address level's key `key` of level `l`, as a keyed limit's key.
 std::uint64_t address_part(std::uint64_t key, level l, const core::siphash_key& secret) {
@@ -294,7 +307,8 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
 
 std::uint8_t compiled_policy::tier_of(const core::address& client, const key_sources& keys,
                                       bool& unknown_key, const tier_memory* memory,
-                                      const pow::subject& who, core::nanos now) const {
+                                      const pow::subject& who, core::nanos now,
+                                      std::uint8_t given) const {
   unknown_key = false;
   std::string query;
   for (const tier_rules::source& src : tiers_->from) {
@@ -322,6 +336,9 @@ std::uint8_t compiled_policy::tier_of(const core::address& client, const key_sou
       }
       case config::tier_source_config::kind::network:
         if (core::in_any(src.networks, client)) return src.tier;
+        break;
+      case config::tier_source_config::kind::overrides:
+        if (given != no_tier) return given;
         break;
       case config::tier_source_config::kind::upstream: {
         if (memory == nullptr) break;

@@ -104,6 +104,10 @@ struct key_sources {
   const std::vector<std::string>* claims = nullptr;
 };
 
+/// The value of key part `p` of a request with `keys` ("" when it lacks it); a query
+/// parameter is decoded into `query`.
+std::string_view value_of(const limit::key_part& p, const key_sources& keys, std::string& query);
+
 /// How a policy is compiled beside others of the same configuration (a `hosts` entry's,
 /// docs/design.md §15, "Tenants (per Host)").
 struct compile_options {
@@ -147,10 +151,11 @@ class compiled_policy {
   /// tiers.from that names one, else the default. `unknown_key` when a key file that rejects
   /// unknown keys did not know the request's key (docs/design.md §15: 401 unknown_key).
   /// `memory` holds the tiers upstreams set (the `upstream` source), for client `who` at
-  /// `now`; null: that source names none.
+  /// `now`; null: that source names none. `given` is the tier the admin API's overrides give
+  /// the request (the `override` source), or no_tier.
   std::uint8_t tier_of(const core::address& client, const key_sources& keys, bool& unknown_key,
                        const tier_memory* memory = nullptr, const pow::subject& who = {},
-                       core::nanos now = 0) const;
+                       core::nanos now = 0, std::uint8_t given = no_tier) const;
 
   /// The claim paths its limits key on (docs/design.md §15), "sub" first: what the token
   /// verifier reads from every token, in this order.

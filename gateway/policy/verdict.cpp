@@ -34,7 +34,7 @@ void describe(const limit::limit_request& req, const limit::decision& d, const c
   out.quota = b.quota;
   out.period = b.quota ? core::period_name(b.period) : std::string_view();
   const int f = fam == core::family::v4 ? 0 : 1;
-  if (req.group_count == c.family_limits[f] && !c.policy_varies) {
+  if (req.group_count == c.family_limits[f] && !c.policy_varies && !req.overridden) {
     // A consumer tier's own numbers (docs/design.md §15), else the configured ones.
     out.policy = req.consumer_tier < c.tiered_policy_field.size()
                      ? std::string_view(c.tiered_policy_field[req.consumer_tier][f])
@@ -42,7 +42,7 @@ void describe(const limit::limit_request& req, const limit::decision& d, const c
   } else {
     // Some limit's key was missing, so that limit was not applied and is not listed (docs/design.md
     // §4: only the limits applied to this request); or a monthly quota's window length is this
-    // month's.
+    // month's; or an override's numbers replace some limit's.
     out.policy_text.clear();
     limit::append_policy_field(out.policy_text, req);
     out.policy = out.policy_text;

@@ -79,6 +79,11 @@ class redis_store final : public decision_store {
   /// every worker's counters.
   store_report report() const override;
 
+  /// Its settings, and its TLS context toward Redis (null without TLS): what a records
+  /// follower (redis_records) connects with.
+  const redis_options& options() const noexcept { return o_; }
+  boost::asio::ssl::context* tls() const noexcept { return tls_.get(); }
+
  private:
   /// Whether some worker cannot reach Redis (fail_mode decides its requests).
   bool degraded() const noexcept;

@@ -132,9 +132,8 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
        "p.yaml:1: tiers.default: unknown tier 'gold' (not in tiers.multipliers)"},
       {"tiers: { multipliers: { free: 0 }, default: free }\n",
        "p.yaml:1: tiers.multipliers.free: a multiplier is a number from 0.01 to 1000"},
-      {"tiers: { multipliers: { free: 1 }, default: free, from: [ override ] }\n",
-       "p.yaml:1: tiers.from[0]: override is not available yet (jwt_claim, key_file, network and "
-       "upstream are)"},
+      {"tiers: { multipliers: { free: 1 }, default: free, from: [ overide ] }\n",
+       "p.yaml:1: tiers.from[0]: expected override, jwt_claim, key_file, network or upstream"},
       {"tiers: { multipliers: { free: 1 }, default: free, tier_ttl: 0s }\n",
        "p.yaml:1: tiers.tier_ttl: must be longer than 0 and at most 720h"},
       {"tiers: { multipliers: { free: 1 }, default: free, from: [ { network: { file: nope.txt, "
@@ -347,11 +346,12 @@ TEST_CASE("the example policy of docs/consumers.md loads, with its tiers and key
       config::load_policies({std::string(TOLLGATE_SOURCE_DIR) + "/policies/api-consumers.yaml"});
   REQUIRE(p.tiers.has_value());
   CHECK(p.tiers->default_tier == "free");
-  REQUIRE(p.tiers->from.size() == 3);
-  const auto& keys = p.tiers->from[1].keys;
+  REQUIRE(p.tiers->from.size() == 4);
+  CHECK(p.tiers->from[0].source == config::tier_source_config::kind::overrides);
+  const auto& keys = p.tiers->from[2].keys;
   REQUIRE(keys.size() == 3);
   CHECK(keys[2].first.rfind("sha256:", 0) == 0);
   CHECK(keys[2].second == "partner");
-  CHECK(p.tiers->from[2].networks.size() == 3);
+  CHECK(p.tiers->from[3].networks.size() == 3);
   CHECK(config::coverage_warnings(p).empty());
 }
