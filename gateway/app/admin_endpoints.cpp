@@ -13,6 +13,7 @@ namespace {
 void describe_in_force(const net::snapshot& s, metrics::scrape_values& values) {
   values.categories = s.category_metric;
   values.category_limits = s.limit_metric;
+  values.category_tiers = s.tier_metric;
   values.upstreams = s.upstream_metric;
   const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::steady_clock::now().time_since_epoch())

@@ -90,6 +90,12 @@ inline constexpr std::size_t token_result_count = 1 + core::token_failure_count;
 inline constexpr std::size_t max_names = 64;
 /// Most distinct limit names (label `level`); more share "other".
 inline constexpr std::size_t max_limit_names = 16;
+/// Most distinct consumer tier names (label `consumer_tier` of tollgate_rate_limited_total,
+/// docs/design.md §15): a policy's most tiers, and "other" for the names past them.
+inline constexpr std::size_t max_consumer_tiers = 17;
+/// The label index of a request without a consumer tier (its policy has none): written
+/// `consumer_tier=""`, or without the label when no policy in force has tiers.
+inline constexpr std::size_t no_consumer_tier = max_consumer_tiers;
 /// Upper bounds of the histogram buckets, in seconds.
 /// Of tollgate_limiter_check_seconds: the in-process store decides in about a microsecond,
 /// Redis in a round trip (a quarter to a few milliseconds).
@@ -160,15 +166,46 @@ struct histogram {
   counter sum_ns;                      ///< sum of observations, nanoseconds
 };
 
+/// Counters that only some configurations need, made by their one writer when it adopts such a
+/// configuration (never per request) and kept for the life of the process.
+/// Thread safety: make() from the owning worker only; get() from anywhere.
+template <class T>
+class made_on_demand {
+ public:
+  made_on_demand() = default;
+  made_on_demand(const made_on_demand&) = delete;
+  made_on_demand& operator=(const made_on_demand&) = delete;
+  ~made_on_demand() { delete p_.load(std::memory_order_relaxed); }
+
+  /// Makes the block, unless it is made already.
+  void make() {
+    if (p_.load(std::memory_order_relaxed) == nullptr) p_.store(new T(), std::memory_order_release);
+  }
+  /// The block, or null until make().
+  T* get() const noexcept { return p_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<T*> p_{nullptr};  ///< the block, owned
+};
+
+/// [tier][mode] rejections by one limit of one category (label `tier`: limit_tier_names).
+using limit_rejections =
+    std::array<std::array<counter, limit_mode_names.size()>, limit_tier_names.size()>;
+/// [category][limit name][consumer tier][tier][mode] rejections of requests that had a consumer
+/// tier: about 0.8 MiB, so a worker makes it only once it adopts a configuration with tiers.
+using tiered_rejections =
+    std::array<std::array<std::array<limit_rejections, max_consumer_tiers>, max_limit_names>,
+               max_names>;
+
 /// One worker's counters.
 struct worker_counters {
   std::array<std::array<counter, core::outcome_count>, max_names>
       requests;  ///< [category][outcome]
-  /// [category][limit name][tier][mode] rejections by the binding limit
-  std::array<
-      std::array<std::array<std::array<counter, 2>, limit_tier_names.size()>, max_limit_names>,
-      max_names>
-      rate_limited;
+  /// [category][limit name][tier][mode] rejections by the binding limit of requests without a
+  /// consumer tier
+  std::array<std::array<limit_rejections, max_limit_names>, max_names> rate_limited;
+  /// The same, of requests with a consumer tier: made while adopting a configuration with tiers.
+  made_on_demand<tiered_rejections> rate_limited_tiered;
   /// [category][limit name] requests without the limit's key, so not limited by it
   std::array<std::array<counter, max_limit_names>, max_names> unkeyed;
   std::array<std::array<counter, upstream_error_count>, max_names>

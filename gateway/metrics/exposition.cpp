@@ -143,9 +143,33 @@ struct label_sets {
   std::array<axis_values, axis_count> of;  ///< by axis
   /// axis::category_limit, by position on axis::category.
   std::vector<axis_values> limits_by_category;
+  /// axis::category_tier, by position on axis::category.
+  std::vector<axis_values> tiers_by_category;
 
   axis_values& operator[](axis a) { return of[static_cast<std::size_t>(a)]; }
 };
+
+/// `consumer_tier` of each category in force (`tiers` by its position), the way `host` is
+/// written: absent while no policy in force has tiers; else a tiered category's tier names, and
+/// every category's "" for requests without a tier (an untiered category's, shown at 0).
+std::vector<axis_values> tiers_at(const std::vector<std::string>& names,
+                                  const std::vector<std::vector<std::uint16_t>>& tiers) {
+  const bool labelled =
+      std::any_of(tiers.begin(), tiers.end(), [](const auto& t) { return !t.empty(); });
+  std::vector<axis_values> out;
+  for (const auto& t : tiers) {
+    axis_values& values = out.emplace_back();
+    if (!labelled) {
+      values.push_back({no_consumer_tier, {}});
+      continue;
+    }
+    values = named("consumer_tier", names, shown(t, names.size()));
+    // A tiered policy gives every request its limits judge a tier: its "" would only show a
+    // count made without one.
+    values.push_back({no_consumer_tier, {{"consumer_tier", ""}}, t.empty()});
+  }
+  return out;
+}
 
 /// The axes of the names the configurations gave: those in force, or all so far.
 void add_configured(label_sets& l, const registry& r, const scrape_values& values) {
@@ -160,6 +184,9 @@ void add_configured(label_sets& l, const registry& r, const scrape_values& value
     l.limits_by_category.push_back(
         named("level", limit_names, shown(values.category_limits[k], limit_names.size())));
   }
+  auto tiers = values.category_tiers;
+  tiers.resize(in_force.size());  // none given: no category has tiers
+  l.tiers_by_category = tiers_at(r.consumer_tiers.names(), tiers);
   l[axis::upstream] = named("upstream", upstreams, shown(values.upstreams, upstreams.size()));
   l[axis::listener] = named("listener", listeners, all_of(listeners.size()));
   l[axis::reason] = named("reason", reasons, all_of(reasons.size()));
@@ -267,8 +294,10 @@ class family_writer {
       return write_series(row, f, m, shown_at_zero);
     }
     const axis a = row.labels[depth];
-    const axis_values& values = a == axis::category_limit
-                                    ? labels_.limits_by_category[position_[depth - 1]]
+    // The axes of a category's own names follow its category, the family's first axis.
+    const axis_values& values = a == axis::category_limit ? labels_.limits_by_category[position_[0]]
+                                : a == axis::category_tier
+                                    ? labels_.tiers_by_category[position_[0]]
                                     : labels_.of[static_cast<std::size_t>(a)];
     for (std::size_t p = 0; p < values.size(); ++p) {
       position_[depth] = p;

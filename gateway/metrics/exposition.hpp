@@ -20,11 +20,12 @@ std::string host_category(std::string_view host, std::string_view category);
 /// Label tables and process-wide values, owned by the application.
 /// Thread safety: name tables lock; the counters are atomic.
 struct registry {
-  name_table categories;                     ///< label `category` (and `host`: host_category)
-  name_table upstreams;                      ///< label `upstream`
-  name_table listeners;                      ///< label `listener`
-  name_table reasons;                        ///< label `reason` (violation reasons)
-  name_table limits{max_limit_names};        ///< label `level` (limit names)
+  name_table categories;                          ///< label `category` (and `host`: host_category)
+  name_table upstreams;                           ///< label `upstream`
+  name_table listeners;                           ///< label `listener`
+  name_table reasons;                             ///< label `reason` (violation reasons)
+  name_table limits{max_limit_names};             ///< label `level` (limit names)
+  name_table consumer_tiers{max_consumer_tiers};  ///< label `consumer_tier` (tier names)
   std::atomic<std::uint64_t> reloads_ok{0};  ///< tollgate_config_reloads_total{result="success"}
   std::atomic<std::uint64_t> reloads_failed{
       0};                                  ///< tollgate_config_reloads_total{result="failure"}
@@ -59,6 +60,10 @@ struct scrape_values {
   /// Per entry of `categories`, the label indices (`level`) of its limits: each has a
   /// tollgate_rate_limited_total series from the start, at 0.
   std::vector<std::vector<std::uint16_t>> category_limits;
+  /// Per entry of `categories`, the label indices (`consumer_tier`) of its policy's tiers
+  /// (docs/design.md §15), empty for a policy without tiers. When every entry is empty, no
+  /// series has a `consumer_tier` label.
+  std::vector<std::vector<std::uint16_t>> category_tiers;
   std::vector<std::uint16_t> upstreams;    ///< label indices of the upstreams in force
   std::vector<endpoint_values> endpoints;  ///< of the upstreams in force
   std::string version;                     ///< tollgate_build_info{version}

@@ -22,11 +22,16 @@ const family_row rows[] = {
      .read = [](const worker_counters& w,
                 const series_index& i) { return w.requests[i[0]][i[1]].value(); }},
     {.name = "tollgate_rate_limited_total",
-     .help = "Requests rejected by a limit, by the binding limit; mode shadow: would have been "
-             "rejected by a shadowed limit.",
-     .labels = {axis::category, axis::category_limit, axis::tier, axis::limit_mode},
-     .read = [](const worker_counters& w,
-                const series_index& i) { return w.rate_limited[i[0]][i[1]][i[2]][i[3]].value(); }},
+     .help = "Requests rejected by a limit, by the binding limit (and the request's consumer "
+             "tier when a policy has tiers); mode shadow: would have been rejected by a shadowed "
+             "limit.",
+     .labels = {axis::category, axis::category_limit, axis::tier, axis::limit_mode,
+                axis::category_tier},
+     .read = [](const worker_counters& w, const series_index& i) -> std::uint64_t {
+       if (i[4] == no_consumer_tier) return w.rate_limited[i[0]][i[1]][i[2]][i[3]].value();
+       const tiered_rejections* tiered = w.rate_limited_tiered.get();
+       return tiered == nullptr ? 0 : (*tiered)[i[0]][i[1]][i[4]][i[2]][i[3]].value();
+     }},
     {.name = "tollgate_unkeyed_requests_total",
      .help = "Requests without a limit's key, which that limit therefore left alone.",
      .labels = {axis::category, axis::category_limit},

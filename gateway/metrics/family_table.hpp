@@ -25,7 +25,8 @@ struct process_stats {
 enum class axis : std::uint8_t {
   none,
   category,         ///< `category`: the categories in force
-  category_limit,   ///< `level`: the limits of the category of the axis before it
+  category_limit,   ///< `level`: the limits of the category of the family's first axis
+  category_tier,    ///< `consumer_tier`: the tiers of the policy of that category
   upstream,         ///< `upstream`: the upstreams in force
   listener,         ///< `listener`: every listener so far
   reason,           ///< `reason`: every violation reason so far
@@ -54,7 +55,7 @@ enum class axis : std::uint8_t {
 inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::token_result) + 1;
 
 /// Label indices of one series, by axis position in its family.
-using series_index = std::array<std::size_t, 4>;
+using series_index = std::array<std::size_t, 5>;
 
 /// A histogram of any size, read through.
 struct histogram_view {
@@ -89,7 +90,7 @@ struct family_row {
   std::string_view name;                                          ///< the family's name
   std::string_view help;                                          ///< its HELP line
   prometheus::MetricType type = prometheus::MetricType::Counter;  ///< counter, gauge, histogram
-  std::array<axis, 4> labels{};  ///< series run over these, the first outermost
+  std::array<axis, 5> labels{};  ///< series run over these, the first outermost
   std::variant<count_of<worker_counters>, histogram_of<worker_counters>, value_of,
                count_of<store_counters>, histogram_of<store_counters>>
       read;                   ///< what a series reads, at its label indices

@@ -10,6 +10,17 @@ namespace tollgate::net {
 
 namespace {
 
+/// The counters of rejections by limit `l` of category label `c` of the request in hand, by
+/// its consumer tier when it has one (docs/design.md §15).
+metrics::limit_rejections& rejections(worker& w, const request_in_hand& r, std::size_t category,
+                                      std::size_t c, std::size_t l) {
+  const std::uint8_t tier = r.adm.consumer_tier;
+  // Made when this worker adopted the request's snapshot, whose policy has tiers.
+  metrics::tiered_rejections* tiered = w.counters.rate_limited_tiered.get();
+  if (tier == policy::no_tier || tiered == nullptr) return w.counters.rate_limited[c][l];
+  return (*tiered)[c][l][r.snap->tier_metric[category][tier]];
+}
+
 /// Counts what the limits did to the request in hand: the binding rejection (enforced, or
 /// shadowed) and the limits its keys were missing for; a rejection by a limit is noted for
 /// GET /admin/limited. `category` is its category's index in the snapshot, `c` its label.
@@ -22,7 +33,7 @@ void count_limits(worker& w, const request_in_hand& r, std::size_t category, std
     const limit::limit_spec& spec = *a.limits.groups[o.group].spec;
     const std::size_t tier =
         spec.is_quota() ? metrics::quota_tier : static_cast<std::size_t>(o.tier);
-    w.counters.rate_limited[c][labels[spec.slot]][tier][static_cast<std::size_t>(mode)].add();
+    rejections(w, r, category, c, labels[spec.slot])[tier][static_cast<std::size_t>(mode)].add();
   };
   if (!d.admitted && d.binding != limit::no_binding) count(d.binding, metrics::limit_mode::enforce);
   if (d.shadow_limited) count(d.shadow_binding, metrics::limit_mode::shadow);

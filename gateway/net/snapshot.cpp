@@ -102,12 +102,19 @@ snapshot::snapshot(config::gateway_config c, core::siphash_key key, metrics::reg
   // hosts, a category's label names its host entry too ("" for the top level).
   const bool labelled = !hosts.empty();
   auto add = [&](const policy::compiled_policy& p, std::string_view host) {
+    std::vector<std::uint16_t> tiers;
+    if (const policy::tier_rules* t = p.tiers(); t != nullptr) {
+      for (const auto& name : t->names)
+        tiers.push_back(metrics.consumer_tiers.index(name));
+      consumer_tiers = true;
+    }
     for (const auto& category : p.categories()) {
       category_metric.push_back(metrics.categories.index(
           labelled ? metrics::host_category(host, category.name) : category.name));
       auto& limits = limit_metric.emplace_back();
       for (const auto& l : category.limits)
         limits.push_back(metrics.limits.index(l.name));
+      tier_metric.push_back(tiers);
     }
   };
   add(policy, "");

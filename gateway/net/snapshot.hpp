@@ -49,6 +49,10 @@ struct snapshot {
   std::vector<std::size_t> reason_slot;        ///< pow_state::slot per violation reason
   /// Per compiled category (by index), the label index (`level`) of each of its limits, by slot.
   std::vector<std::vector<std::uint16_t>> limit_metric;
+  /// Per compiled category (by index), the label index (`consumer_tier`) of each tier of its
+  /// policy, by tier (docs/design.md §15); empty for a policy without tiers.
+  std::vector<std::vector<std::uint16_t>> tier_metric;
+  bool consumer_tiers = false;  ///< some policy has tiers: tier_metric is not all empty
   /// Per listener, its TLS context (null: plain). Built with the snapshot, so a reload picks
   /// up renewed certificates for new connections.
   std::vector<std::shared_ptr<asio::ssl::context>> tls;

@@ -145,8 +145,10 @@ struct worker {
     return overrides_ ? &overrides_ : nullptr;
   }
 
-  /// Adopts `s` (call on this worker's thread).
+  /// Adopts `s` (call on this worker's thread). With consumer tiers, the counters of tiered
+  /// rejections are made now, so that counting one never allocates.
   void adopt(std::shared_ptr<const snapshot> s) {
+    if (s->consumer_tiers) counters.rate_limited_tiered.make();
     auto holder = std::make_shared<std::shared_ptr<const snapshot>>(std::move(s));
     current = std::shared_ptr<const snapshot>(holder, holder->get());
   }

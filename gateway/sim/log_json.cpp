@@ -26,13 +26,14 @@ enum key : std::uint8_t {
   k_level,
   k_message,
   k_upstream,
+  k_consumer_tier,
   key_count,
   k_other = key_count
 };
 
 constexpr std::array<std::string_view, key_count> key_names = {
-    "time",     "type",  "client",   "method", "path",    "status",  "category",
-    "decision", "limit", "duration", "level",  "message", "upstream"};
+    "time",     "type",  "client",   "method", "path",    "status",   "category",
+    "decision", "limit", "duration", "level",  "message", "upstream", "consumer_tier"};
 
 /// One value as it appears in the line.
 struct json_value {
@@ -340,6 +341,12 @@ line_kind parse_json_line(std::string_view line, log_record& out, parse_scratch&
   if (v[k_limit].type != json_value::kind::null &&
       !access_field(v[k_limit], s.limit, out.limit, why)) {
     return why = "a bad \"limit\"", line_kind::bad;
+  }
+  // Written only when the policy has tiers (docs/design.md §15).
+  out.consumer_tier = {};
+  if (v[k_consumer_tier].type != json_value::kind::null &&
+      !access_field(v[k_consumer_tier], s.consumer_tier, out.consumer_tier, why)) {
+    return why = "a bad \"consumer_tier\"", line_kind::bad;
   }
   out.status = 0;
   if (st.type == json_value::kind::number) {

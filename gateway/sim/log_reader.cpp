@@ -127,12 +127,12 @@ line_kind parse_text_rest(cursor c, core::nanos logged, core::nanos known, log_r
     why = "a request line without a protocol";
     return line_kind::bad;
   }
-  std::string_view protocol, status, category, decision, limit, upstream;
+  std::string_view protocol, status, category, decision, limit, tier, upstream;
   if (!c.until(' ', target) || !c.until('"', protocol) || !c.skip(" ") || !c.until(' ', status) ||
       !c.skip("category=") || !c.until(' ', category) || !c.skip("decision=") ||
       !c.until(' ', decision) || !c.skip("limit=") || !c.until(' ', limit) ||
       (c.rest.starts_with("consumer_tier=") &&
-       (!c.skip("consumer_tier=") || !c.until(' ', field))) ||
+       (!c.skip("consumer_tier=") || !c.until(' ', tier))) ||
       !c.skip("upstream=") || !c.until(' ', upstream) || !c.skip("upstream_time=") ||
       !c.until(' ', field) || !c.skip("bytes=") || !c.until(' ', field)) {
     why = "an access line with a field missing";
@@ -160,7 +160,8 @@ line_kind parse_text_rest(cursor c, core::nanos logged, core::nanos known, log_r
       !unescape_field(target, s.target, out.target) ||
       !unescape_field(category, s.category, out.category) ||
       !unescape_field(decision, s.decision, out.decision) ||
-      !unescape_field(limit, s.limit, out.limit)) {
+      !unescape_field(limit, s.limit, out.limit) ||
+      !unescape_field(tier, s.consumer_tier, out.consumer_tier)) {
     why = "a bad \\x escape or a raw byte the log escapes";
     return line_kind::bad;
   }
@@ -246,7 +247,7 @@ line_kind parse_nginx(std::string_view line, log_record& out, parse_scratch& s,
     why = "a bad \\x escape or a raw byte nginx escapes";
     return line_kind::bad;
   }
-  out.category = out.decision = out.limit = {};
+  out.category = out.decision = out.limit = out.consumer_tier = {};
   out.format = log_format::nginx_combined;
   out.forwarded = true;
   return line_kind::request;

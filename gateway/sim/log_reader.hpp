@@ -41,6 +41,9 @@ struct log_record {
   std::string_view category;  ///< logged category; "" for nginx
   std::string_view decision;  ///< logged decision (allowed, limited, ...); "" for nginx
   std::string_view limit;     ///< logged binding limit "name.tier"; "" for none (and nginx)
+  /// The consumer tier the gateway gave it (docs/design.md §15): from a token's claim, a key
+  /// file, a network file, an upstream or the default; "" for none (no tiers, and nginx).
+  std::string_view consumer_tier;
   log_format format = log_format::tollgate_text;  ///< where it came from
   /// It was sent upstream (Tollgate's logs name the upstream); nginx's lines are taken so.
   bool forwarded = true;
@@ -52,13 +55,14 @@ struct log_record {
 /// Strings reused from line to line for fields that need decoding, so that parsing allocates
 /// nothing once they have grown.
 struct parse_scratch {
-  std::string method;    ///< decoded method
-  std::string target;    ///< decoded target
-  std::string category;  ///< decoded category
-  std::string decision;  ///< decoded decision
-  std::string limit;     ///< decoded limit
-  std::string client;    ///< decoded client
-  std::string other;     ///< any other decoded string
+  std::string method;         ///< decoded method
+  std::string target;         ///< decoded target
+  std::string category;       ///< decoded category
+  std::string decision;       ///< decoded decision
+  std::string limit;          ///< decoded limit
+  std::string consumer_tier;  ///< decoded consumer tier
+  std::string client;         ///< decoded client
+  std::string other;          ///< any other decoded string
 };
 
 /// Parses one line (without its '\n'; a trailing '\r' is ignored) of any of the three formats.

@@ -17,11 +17,15 @@ address_key network_of(const core::address& a, const limit::level_prefixes& p) n
 }
 
 void prepare(run_tally& t, const simulator& s) {
+  const policy::tier_rules* tiers = s.policy().tiers();
+  const std::size_t tier_count = tiers != nullptr ? tiers->names.size() : 0;
   for (const auto& c : s.policy().categories()) {
     category_tally& ct = t.categories.emplace_back();
     ct.limited.assign(c.limits.size(), {0, 0});
     ct.shadow.assign(c.limits.size(), {0, 0});
     ct.unkeyed.assign(c.limits.size(), 0);
+    ct.tier_requests.assign(tier_count, 0);
+    ct.tier_limited.assign(tier_count, 0);
   }
 }
 
@@ -38,7 +42,12 @@ void count(run_tally& t, const simulator& s, const simulated& o, const core::add
     auto& by = o.result == core::outcome::shadow_limited ? c.shadow : c.limited;
     ++by[o.limit->slot][static_cast<std::size_t>(o.tier)];
   }
-  if (o.result == core::outcome::limited || o.result == core::outcome::challenged) {
+  const bool limited = o.result == core::outcome::limited || o.result == core::outcome::challenged;
+  if (o.consumer_tier < c.tier_requests.size()) {
+    ++c.tier_requests[o.consumer_tier];
+    if (limited) ++c.tier_limited[o.consumer_tier];
+  }
+  if (limited) {
     ++c.addresses[key_of(client)];
     ++c.networks[network_of(client, s.policy().prefixes())];
   }

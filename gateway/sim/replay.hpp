@@ -42,6 +42,8 @@ struct category_tally {
   std::vector<std::array<std::uint64_t, 2>> limited;  ///< by limit slot and tier: 429 or 428
   std::vector<std::array<std::uint64_t, 2>> shadow;   ///< by limit slot and tier: shadowed
   std::vector<std::uint64_t> unkeyed;                 ///< by limit slot: key missing
+  std::vector<std::uint64_t> tier_requests;           ///< by consumer tier (the policy's): replayed
+  std::vector<std::uint64_t> tier_limited;            ///< by consumer tier: limited or challenged
   /// Limited or challenged requests per address and per network (the policy's coarse prefix).
   std::unordered_map<address_key, std::uint64_t, address_key_hash> addresses, networks;
 };

@@ -117,6 +117,8 @@ void text_run(std::string& out, const run_summary& run) {
     text_items(out, "limited by (429 and pay-to-pass 428)", c.limited_by);
     text_items(out, "shadow-limited by", c.shadow_by);
     text_items(out, "key missing", c.unkeyed);
+    text_items(out, "requests by consumer tier", c.tier_requests);
+    text_items(out, "limited by consumer tier", c.tier_limited);
     text_items(out, "top limited addresses", c.top_addresses);
     text_items(out, "top limited networks", c.top_networks);
   }
@@ -245,6 +247,10 @@ void text_side_by_side(std::string& out, const run_summary& x, const run_summary
     rows(out, a, b, "limited by ", [](const category_summary& c) { return c.limited_by; });
     rows(out, a, b, "shadow-limited by ", [](const category_summary& c) { return c.shadow_by; });
     rows(out, a, b, "key missing ", [](const category_summary& c) { return c.unkeyed; });
+    rows(out, a, b, "requests, consumer tier ",
+         [](const category_summary& c) { return c.tier_requests; });
+    rows(out, a, b, "limited, consumer tier ",
+         [](const category_summary& c) { return c.tier_limited; });
   }
 }
 
@@ -279,6 +285,11 @@ run_summary summarise(const run_tally& t, const simulator& s, std::size_t top) {
     cs.shadow_by = by_limit(ct.shadow, c);
     for (std::size_t slot = 0; slot < ct.unkeyed.size(); ++slot) {
       if (ct.unkeyed[slot] > 0) cs.unkeyed.emplace_back(c.limits[slot].name, ct.unkeyed[slot]);
+    }
+    for (std::size_t tier = 0; tier < ct.tier_requests.size(); ++tier) {
+      const std::string& name = s.policy().tiers()->names[tier];
+      if (ct.tier_requests[tier] > 0) cs.tier_requests.emplace_back(name, ct.tier_requests[tier]);
+      if (ct.tier_limited[tier] > 0) cs.tier_limited.emplace_back(name, ct.tier_limited[tier]);
     }
     cs.top_addresses = top_of(ct.addresses, top, address_text);
     cs.top_networks = top_of(ct.networks, top, [&](const address_key& k) {

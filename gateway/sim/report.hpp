@@ -21,6 +21,8 @@ struct category_summary {
   std::vector<std::pair<std::string, std::uint64_t>> limited_by;     ///< "limit.tier": 429 and 428
   std::vector<std::pair<std::string, std::uint64_t>> shadow_by;      ///< "limit.tier": shadowed
   std::vector<std::pair<std::string, std::uint64_t>> unkeyed;        ///< limit: key missing
+  std::vector<std::pair<std::string, std::uint64_t>> tier_requests;  ///< consumer tier: replayed
+  std::vector<std::pair<std::string, std::uint64_t>> tier_limited;   ///< consumer tier: 429, 428
   std::vector<std::pair<std::string, std::uint64_t>> top_addresses;  ///< most limited first
   std::vector<std::pair<std::string, std::uint64_t>> top_networks;   ///< most limited first
 };

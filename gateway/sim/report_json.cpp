@@ -81,6 +81,8 @@ void category(json_out& j, const category_summary& c) {
   counted_object(j, "limited_by", c.limited_by);
   counted_object(j, "shadow_limited_by", c.shadow_by);
   counted_object(j, "unkeyed", c.unkeyed);
+  counted_object(j, "requests_by_consumer_tier", c.tier_requests);
+  counted_object(j, "limited_by_consumer_tier", c.tier_limited);
   top_list(j, "top_addresses", "address", c.top_addresses);
   top_list(j, "top_networks", "network", c.top_networks);
   j.close('}');

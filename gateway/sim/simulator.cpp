@@ -7,6 +7,7 @@
 #include "gateway/core/text.hpp"
 #include "gateway/limit/headers.hpp"
 #include "gateway/policy/pow_gate.hpp"
+#include "gateway/sim/logged_tiers.hpp"
 
 namespace tollgate::sim {
 
@@ -15,15 +16,17 @@ namespace {
 /// The headers a logged request is taken to carry: none, except the two of a WebSocket
 /// upgrade when the log shows one, and the two that make a CORS preflight (empty) when the log
 /// shows one answered. A log has no headers, so limits keyed on headers, cookies or bearer
-/// tokens do not apply (they are counted unkeyed).
+/// tokens do not apply (they are counted unkeyed). Its logged consumer tier is answered as
+/// logged_tier_field, which the policy's tier sources read in place of those a log cannot feed.
 class logged_headers final : public admission::header_source {
  public:
-  logged_headers(bool upgrade, bool preflight) noexcept
-      : upgrade_(upgrade), preflight_(preflight) {}
+  logged_headers(bool upgrade, bool preflight, std::string_view tier = {}) noexcept
+      : upgrade_(upgrade), preflight_(preflight), tier_(tier) {}
 
   std::string_view value(std::string_view name) const override {
     if (upgrade_ && core::iequals(name, "upgrade")) return "websocket";
     if (upgrade_ && core::iequals(name, "connection")) return "upgrade";
+    if (name == logged_tier_field) return tier_;
     return {};
   }
   std::size_t count(std::string_view name) const override {
@@ -39,8 +42,9 @@ class logged_headers final : public admission::header_source {
   }
 
  private:
-  bool upgrade_;
-  bool preflight_;
+  bool upgrade_;           ///< the request was a WebSocket upgrade
+  bool preflight_;         ///< a CORS preflight the gateway answered
+  std::string_view tier_;  ///< the logged consumer tier, or ""
 };
 
 /// The table sizes the gateway's store has under `c` (gateway/app/store_setup.cpp).
@@ -77,7 +81,7 @@ void append_limit(std::string& out, const simulated& o) {
 
 simulator::simulator(config::gateway_config c)
     : config_(std::move(c)),
-      policy_(config_.policy, sim_key),
+      policy_(with_logged_tiers(config_.policy), sim_key),
       router_(config_, policy_),
       store_(capacity_of(config_.store), 0x5eed, 1),
       // The secret only signs challenges nobody will answer.
@@ -128,7 +132,7 @@ void simulator::decide(const log_record& r, const policy::route& to, bool upgrad
   if (r.decision == "banned") banned = ban_for(r);
   const policy::category_limits* preflight = preflight_category(r);
   if (preflight != nullptr) preflight_route_ = {preflight, &policy_, to.upstream, to.cost, to.line};
-  const logged_headers headers(upgrade, preflight != nullptr);
+  const logged_headers headers(upgrade, preflight != nullptr, r.consumer_tier);
   // No proof is ever sent (a log does not show one), no body, never over TLS: the client's
   // address was logged, so it is the peer, and no proxy is trusted.
   const admission::request_view view{r.method,
@@ -154,6 +158,7 @@ void simulator::decide(const log_record& r, const policy::route& to, bool upgrad
   out.category = static_cast<std::uint16_t>(&a.category() - policy_.categories().data());
   out.exempt = a.exempt;
   out.unkeyed = a.unkeyed;
+  out.consumer_tier = a.consumer_tier;
   out.result = a.fx.outcome;
   if (!a.verdict.limits_checked) return;
   const limit::decision& d = a.decision;

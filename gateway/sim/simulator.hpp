@@ -4,6 +4,8 @@
 /// `now`. No sockets, no upstream; proofs of work are never sent and admission's effects are
 /// never applied, so no violation is recorded. A line the gateway logged `banned` is replayed
 /// as a ban on its client at that instant (the violations behind it are not in the log).
+/// Consumer tiers come from the logged tier and the tier sources a log can feed, in the
+/// policy's order (logged_tiers.hpp).
 
 #include <array>
 #include <cstdint>
@@ -32,6 +34,9 @@ struct simulated {
   limit::tier tier = limit::tier::short_term;  ///< its tier
   bool exempt = false;                         ///< on the access allow list
   std::uint32_t unkeyed = 0;                   ///< slots of limits whose key the request lacked
+  /// Its consumer tier (docs/design.md §15), by index among the policy's; policy::no_tier
+  /// without tiers.
+  std::uint8_t consumer_tier = policy::no_tier;
 
   /// Whether the request went upstream.
   bool admitted() const noexcept { return core::forwarded(result); }
@@ -68,7 +73,7 @@ class simulator {
 
   /// The configuration.
   const config::gateway_config& config() const noexcept { return config_; }
-  /// Its compiled policy.
+  /// Its compiled policy, tier sources as with_logged_tiers makes them.
   const policy::compiled_policy& policy() const noexcept { return policy_; }
 
  private:

@@ -1,7 +1,9 @@
 """Consumer tiers through a real gateway (docs/design.md §15, issue 23): a key file (plain and
 sha256: keys, unknown keys refused 401 unknown_key), a JWT claim and a network file each set a
 request's tier; the tier scales its limits exactly (free 10, premium 30 of a burst of 10 x3,
-restricted half), the headers and the 429 body show the scaled numbers and name the tier.
+restricted half), the headers and the 429 body show the scaled numbers and name the tier, and
+tollgate_rate_limited_total counts each tier's rejections under its `consumer_tier` label, whose
+values follow the tier names of a reload.
 
 Run: /usr/bin/python3 tests/identity/test_tiers.py BUILD_DIR [unittest args]
 """
@@ -9,6 +11,7 @@ Run: /usr/bin/python3 tests/identity/test_tiers.py BUILD_DIR [unittest args]
 import hashlib
 import json
 import os
+import subprocess
 import sys
 import time
 import unittest
@@ -49,7 +52,8 @@ categories:
 
 KEYS = (f"k-free: free\nk-free-2: free\n"
         f"sha256:{hashlib.sha256(PREMIUM_KEY.encode()).hexdigest()}: premium\n"
-        f"k-restricted: restricted\n")
+        f"k-restricted: restricted\n"
+        f"k-metrics-free: free\nk-metrics-premium: premium\n")
 DATACENTERS = "# data centres\n203.0.113.0/24\n\n198.51.100.7/32  # one host\n"
 
 GATEWAY = h.gateway_yaml().replace(
@@ -98,6 +102,36 @@ class Tiers(h.GatewayCase):
         # The access log names the tier too.
         line = self.gw.process.wait_for_line("limit=per_key.short consumer_tier=premium")
         self.assertIn(" 429 category=general decision=limited ", line)
+
+    def test_metrics_count_each_tiers_rejections_under_consumer_tier(self):
+        before = self.gw.metrics()
+        # per_key's burst of 10: 14 free requests are 4 rejections, 37 premium ones (x3) 7.
+        free = [s for s, _, _ in self.burst(14, "k-metrics-free")]
+        premium = [s for s, _, _ in self.burst(37, "k-metrics-premium")]
+        self.assertEqual((free.count(429), premium.count(429)), (4, 7))
+        m = self.gw.metrics()
+
+        def rejected(metrics, tier):
+            return metrics.value("tollgate_rate_limited_total", category="general",
+                                 level="per_key", tier="short", mode="enforce", consumer_tier=tier)
+
+        self.assertEqual(rejected(m, "free") - rejected(before, "free"), 4)
+        self.assertEqual(rejected(m, "premium") - rejected(before, "premium"), 7)
+        self.assertEqual(rejected(m, "restricted") - rejected(before, "restricted"), 0)
+        # The configured tiers have their series from the start; no other value appears.
+        tiers = {labels["consumer_tier"] for name, labels, _ in m.samples
+                 if name == "tollgate_rate_limited_total"}
+        self.assertEqual(tiers, {"restricted", "free", "premium"})
+        self.assertIsNotNone(m.get("tollgate_rate_limited_total", category="websocket",
+                                   level="ipv4_individual", consumer_tier="premium"))
+        # No other family carries the label.
+        for name, labels, _ in m.samples:
+            if name != "tollgate_rate_limited_total":
+                self.assertNotIn("consumer_tier", labels, name)
+        check = subprocess.run(["promtool", "check", "metrics"], input=m.text.encode(),
+                               capture_output=True, timeout=30)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        self.assertEqual((check.stdout + check.stderr).strip(), b"")
 
     def test_an_unknown_key_is_refused_and_nothing_goes_upstream(self):
         before = self.echo.stats()
@@ -186,6 +220,59 @@ class UpstreamTier(unittest.TestCase):
             status, headers, body = ask()
             self.assertEqual((status, headers["x-ratelimit-limit"]), (429, "2"))
             self.assertEqual(json.loads(body)["consumer_tier"], "free")
+
+
+RELOAD_POLICY = """
+tiers:
+  multipliers: { free: 1, %s: 2 }
+  default: free
+  from:
+    - key_file: { file: keys.yaml, key: { header: X-Api-Key }, unknown: default }
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1000/s, burst: 1000 } }
+      per_key: { key: { header: X-Api-Key }, short: { rate: 1/m, burst: 2 } }
+  websocket:
+    limits:
+      ipv4_individual: { short: { rate: 10/s, burst: 10 } }
+"""
+
+UNTIERED_POLICY = RELOAD_POLICY[RELOAD_POLICY.index("categories:"):]
+
+
+class TierLabelReload(unittest.TestCase):
+    def test_a_reload_that_renames_tiers_renames_the_label_values(self):
+        with h.gateway_with_echo(GATEWAY, RELOAD_POLICY % "premium",
+                                 files={"keys.yaml": "k-a: premium\nk-b: free\n"}) as gw:
+
+            def burst(n, key):
+                return [get(gw, h.new_client_address(), f"X-Api-Key: {key}\r\n")[0]
+                        for _ in range(n)]
+
+            def rejected(tier):
+                return h.Metrics(gw.metrics_text()).get(
+                    "tollgate_rate_limited_total", category="general", level="per_key",
+                    tier="short", mode="enforce", consumer_tier=tier)
+
+            self.assertEqual(burst(6, "k-a").count(429), 2)  # premium: a burst of 4
+            self.assertEqual(burst(3, "k-b").count(429), 1)  # free: 2
+            self.assertEqual((rejected("premium"), rejected("free"), rejected("gold")),
+                             (2, 1, None))
+            # premium becomes gold: its series go, gold's appear at 0, free keeps its count.
+            with open(os.path.join(gw.dir, "keys.yaml"), "w") as f:
+                f.write("k-a: gold\nk-c: gold\nk-b: free\n")
+            self.assertIn("in force", gw.reload(GATEWAY, RELOAD_POLICY % "gold"))
+            self.assertEqual((rejected("premium"), rejected("free"), rejected("gold")),
+                             (None, 1, 0))
+            self.assertEqual(burst(5, "k-c").count(429), 1)  # gold: a burst of 4
+            self.assertEqual((rejected("free"), rejected("gold")), (1, 1))
+            # Without tiers, no series has the label any more.
+            self.assertIn("in force", gw.reload(GATEWAY, UNTIERED_POLICY))
+            text = gw.metrics_text()
+            self.assertNotIn("consumer_tier", text)
+            self.assertEqual(h.Metrics(text).get("tollgate_rate_limited_total", category="general",
+                                                 level="per_key", tier="short", mode="enforce"), 0)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """`tollgate simulate` as operators run it (docs/design.md §13, issue 13): logs generated here with
 known timestamps through a policy whose outcome is counted by hand below; the same requests
 in the three formats; --compare; bad lines; a log written by a real gateway run replayed to
-the decisions that run made; --json against the text.
+the decisions that run made; --json against the text; consumer tiers (docs/design.md §15) from
+the logged `consumer_tier`, scaled as the multipliers say, and a tiered gateway's run replayed.
 
 Run: /usr/bin/python3 tests/sim/test_simulate.py BUILD_DIR [unittest args]
 """
@@ -113,17 +114,22 @@ def iso(t, digits=3):
     return datetime.fromtimestamp(whole, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac}Z"
 
 
-def text_line(t, client, target, took=0.25, decision="allowed", category="general", status=200):
+def text_line(t, client, target, took=0.25, decision="allowed", category="general", status=200,
+              tier=""):
+    tier = f"consumer_tier={tier} " if tier else ""
     return (f'{iso(t + took)} access {client} "GET {target} HTTP/1.1" {status} category={category} '
-            f"decision={decision} limit=- upstream=app upstream_time=0.000100 bytes=10 {took:.6f}s\n")
+            f"decision={decision} limit=- {tier}upstream=app upstream_time=0.000100 bytes=10 "
+            f"{took:.6f}s\n")
 
 
-def json_line(t, client, target, took=0.5):
-    return json.dumps({"time": iso(t + took, 6), "type": "access", "client": client, "method": "GET",
-                       "path": target, "protocol": "HTTP/1.1", "status": 200,
-                       "category": "general", "decision": "allowed", "limit": None,
-                       "upstream": "app", "upstream_time": 0.0001, "bytes": 10,
-                       "duration": took}) + "\n"
+def json_line(t, client, target, took=0.5, tier=""):
+    line = {"time": iso(t + took, 6), "type": "access", "client": client, "method": "GET",
+            "path": target, "protocol": "HTTP/1.1", "status": 200, "category": "general",
+            "decision": "allowed", "limit": None}
+    if tier:
+        line["consumer_tier"] = tier
+    line.update({"upstream": "app", "upstream_time": 0.0001, "bytes": 10, "duration": took})
+    return json.dumps(line) + "\n"
 
 
 def nginx_line(t, client, target):
@@ -320,12 +326,137 @@ class Simulate(unittest.TestCase):
             self.assertEqual(items.get("limited by (429 and pay-to-pass 428)", {}), c["limited_by"])
             self.assertEqual(items.get("shadow-limited by", {}), c["shadow_limited_by"])
             self.assertEqual(items.get("key missing", {}), c["unkeyed"])
+            self.assertEqual(items.get("requests by consumer tier", {}),
+                             c["requests_by_consumer_tier"])
+            self.assertEqual(items.get("limited by consumer tier", {}),
+                             c["limited_by_consumer_tier"])
             self.assertEqual(items.get("top limited addresses", {}),
                              {a["address"]: a["count"] for a in c["top_addresses"]})
             self.assertEqual(items.get("top limited networks", {}),
                              {a["network"]: a["count"] for a in c["top_networks"]})
         self.assertIn(f"requests: {report['requests']} ", text)
         self.assertIn(f"bad lines: {report['bad_lines']['count']}\n", text)
+
+
+# Consumer tiers: a burst of 2 a minute, x0.5, x1, x3 (x5 in TIERS_B).
+TIERS_POLICY = """
+tiers:
+  multipliers: { restricted: 0.5, free: 1, premium: 3 }
+  default: free
+  from:
+    - key_file: { file: keys.yaml, key: { header: X-Api-Key }, unknown: default }
+    - network: { file: datacenters.txt, tier: restricted }
+categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1/m, burst: 2 } }
+"""
+TIERS_B = TIERS_POLICY.replace("premium: 3", "premium: 5")
+TIERS_FILES = {"keys.yaml": "k-premium: premium\nk-free: free\n",
+               "datacenters.txt": "203.0.113.0/24\n"}
+
+
+def tiers_gateway(policy="tiers.yaml", extra=""):
+    return ("listeners: [{ name: public, address: 127.0.0.1, port: 0 }]\n"
+            "admin: { address: 127.0.0.1, port: 0 }\n"
+            "workers: 2\n"
+            "trusted_proxies: [127.0.0.1/32]\n"
+            'upstreams: { app: { endpoints: ["{echo}"] } }\n'
+            "default_route: { category: general, upstream: app }\n"
+            f"policies: [{policy}]\n" + extra)
+
+
+class Tiers(unittest.TestCase):
+    """Each replayed request takes the tier its line names, when the policy has it, in the place
+    of the sources a log cannot feed (here the key file); the network file still reads the
+    logged address."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="tollgate-sim-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        for name, text in {**TIERS_FILES, "tiers.yaml": TIERS_POLICY, "b.yaml": TIERS_B}.items():
+            with open(os.path.join(self.dir, name), "w") as f:
+                f.write(text)
+        self.config = os.path.join(self.dir, "gateway.yaml")
+        self.b = os.path.join(self.dir, "b_gateway.yaml")
+        for path, policy in ((self.config, "tiers.yaml"), (self.b, "b.yaml")):
+            with open(path, "w") as f:
+                f.write(tiers_gateway(policy).replace("{echo}", "127.0.0.1:9"))
+
+    def test_h_logged_tiers_scale_each_requests_limits_by_their_multipliers(self):
+        # (client, logged tier, limited of ten at once): a burst of 2 x the multiplier.
+        clients = [("10.0.0.1", "free", 8), ("10.0.0.2", "premium", 4),
+                   ("10.0.0.3", "restricted", 9),
+                   ("10.0.0.4", "gold", 8),      # not a tier of the policy: the default
+                   ("203.0.113.9", "", 9),       # none logged, a data centre's: restricted
+                   ("203.0.113.10", "premium", 4)]  # the key file comes before the network
+        for fmt, line in (("text", text_line), ("json", json_line)):
+            log = os.path.join(self.dir, f"{fmt}.log")
+            with open(log, "w") as f:
+                f.write("".join(line(T0 + i / 1000, c, "/g", tier=tier)
+                                for c, tier, _ in clients for i in range(10)))
+            report = json.loads(simulate("--config", self.config, "--log", log, "--json").stdout)
+            self.assertEqual(report["bad_lines"]["count"], 0, fmt)
+            general = categories(report)["general"]
+            self.assertEqual({a["address"]: a["count"] for a in general["top_addresses"]},
+                             {c: n for c, _, n in clients}, fmt)
+            self.assertEqual(general["requests_by_consumer_tier"],
+                             {"restricted": 20, "free": 20, "premium": 20}, fmt)
+            self.assertEqual(general["limited_by_consumer_tier"],
+                             {"restricted": 18, "free": 16, "premium": 8}, fmt)
+        text = simulate("--config", self.config, "--log", log).stdout
+        self.assertIn("    limited by consumer tier: restricted 18, free 16, premium 8\n", text)
+        # premium x5 (a burst of 10): exactly the premium lines that were limited differ.
+        report = json.loads(simulate("--config", self.config, "--compare", self.b, "--log", log,
+                                     "--json").stdout)
+        diffs = report["differences"]
+        self.assertEqual(diffs["total"], 8)
+        self.assertEqual({(d["client"], d["a"]["decision"], d["b"]["decision"])
+                          for d in diffs["listed"]},
+                         {("10.0.0.2", "limited", "allowed"), ("203.0.113.10", "limited", "allowed")})
+        self.assertEqual(categories(report, 1)["general"]["limited_by_consumer_tier"],
+                         {"restricted": 18, "free": 16})
+        text = simulate("--config", self.config, "--compare", self.b, "--log", log).stdout
+        self.assertRegex(text, r"\n    limited, consumer tier premium\s+8\s+0\n")
+
+    def test_i_a_tiered_gateways_run_replays_to_its_decisions(self):
+        echo = h.Echo()
+        self.addCleanup(echo.stop)
+        gw = h.Gateway(tiers_gateway("policy.yaml",
+                                     "logging: { level: info, access_log: '{dir}/access.log' }\n"),
+                       TIERS_POLICY, echo.port, files=TIERS_FILES)
+        self.addCleanup(gw.stop)
+        statuses = {}
+        # (client, key, requests): premium 6 of a burst, free 2, a data centre's 1 (restricted),
+        # unless its key is premium (the key file comes first).
+        for client, key, n in (("10.0.0.1", "k-premium", 8), ("10.0.0.2", "k-free", 4),
+                               ("203.0.113.9", "", 3), ("203.0.113.10", "k-premium", 7)):
+            head = f"X-Api-Key: {key}\r\n" if key else ""
+            statuses[client] = [h.http_request(gw.port, f"GET /g HTTP/1.1\r\nHost: t\r\n"
+                                               f"X-Forwarded-For: {client}\r\n{head}"
+                                               "Connection: close\r\n\r\n")[0]
+                                for _ in range(n)]
+        self.assertEqual({c: s.count(429) for c, s in statuses.items()},
+                         {"10.0.0.1": 2, "10.0.0.2": 2, "203.0.113.9": 2, "203.0.113.10": 1})
+        path = os.path.join(gw.dir, "access.log")
+        want = sum(len(s) for s in statuses.values())
+
+        def logged():
+            with open(path) as f:
+                return f.read()
+
+        h.eventually(lambda: logged().count("\n") >= want, 10)
+        self.assertIn(" consumer_tier=premium ", logged())
+        report = json.loads(simulate("--config", os.path.join(gw.dir, "gateway.yaml"), "--log", path,
+                                     "--json").stdout)
+        logged = report["logged"]
+        self.assertEqual(logged["compared"], want)
+        # The premium keys' lines replay at premium (the header is not in the log, its tier is).
+        self.assertEqual((logged["differ"], logged["pairs"]), (0, {}), logged["first"])
+        general = categories(report)["general"]
+        self.assertEqual(general["limited_by_consumer_tier"],
+                         {"restricted": 2, "free": 2, "premium": 3})
+        self.assertEqual(general["unkeyed"], {})
 
 
 class RealRun(unittest.TestCase):

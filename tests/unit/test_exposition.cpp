@@ -154,3 +154,62 @@ TEST_CASE("without the Redis store there are no store families", "[metrics]") {
   CHECK(text.find("tollgate_store_") == std::string::npos);
   CHECK(text.find("tollgate_requests_total") != std::string::npos);
 }
+
+TEST_CASE("consumer tiers label tollgate_rate_limited_total by the tier names in force",
+          "[metrics]") {
+  metrics::registry r;
+  for (const char* c : {"api", "static"})
+    r.categories.index(c);
+  r.limits.index("per_key");
+  for (const char* t : {"free", "premium", "gold"})
+    r.consumer_tiers.index(t);
+  metrics::scrape_values values;
+  values.categories = {0, 1};
+  values.category_limits = {{0}, {0}};
+  // api's policy has free and premium ("gold" was removed by a reload); static's has no tiers.
+  values.category_tiers = {{0, 1}, {}};
+
+  auto w = std::make_unique<metrics::worker_counters>();
+  w->rate_limited_tiered.make();
+  auto& tiered = *w->rate_limited_tiered.get();
+  tiered[0][0][0][0][0].add(2);        // api, per_key, free, short, enforce
+  tiered[0][0][1][0][0].add(5);        // premium
+  tiered[0][0][1][0][1].add(4);        // premium, shadow
+  tiered[0][0][2][0][0].add(9);        // gold, no longer in force
+  w->rate_limited[1][0][0][0].add(3);  // static, without a tier
+  const std::string text = metrics::render({w.get()}, r, values);
+  const std::string family = "tollgate_rate_limited_total";
+  auto line = [&](const char* category, const char* tier, const char* mode, const char* consumer,
+                  int n) {
+    return family + "{category=\"" + category + "\",level=\"per_key\",tier=\"" + tier +
+           "\",mode=\"" + mode + "\",consumer_tier=\"" + consumer + "\"} " + std::to_string(n) +
+           "\n";
+  };
+  CHECK(text.find(line("api", "short", "enforce", "free", 2)) != std::string::npos);
+  CHECK(text.find(line("api", "short", "enforce", "premium", 5)) != std::string::npos);
+  CHECK(text.find(line("api", "short", "shadow", "premium", 4)) != std::string::npos);
+  // Every tier in force has its series from the start, at 0.
+  CHECK(text.find(line("api", "long", "enforce", "premium", 0)) != std::string::npos);
+  // A category without tiers counts under "" (as `host` does for the top level).
+  CHECK(text.find(line("static", "short", "enforce", "", 3)) != std::string::npos);
+  CHECK(text.find(line("static", "long", "enforce", "", 0)) != std::string::npos);
+  CHECK(text.find("gold") == std::string::npos);
+  // "" of a tiered category only once something counted there.
+  CHECK(text.find("category=\"api\",level=\"per_key\",tier=\"short\",mode=\"enforce\","
+                  "consumer_tier=\"\"") == std::string::npos);
+  // No other family has the label.
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    if (l.find("consumer_tier=") != std::string::npos) CHECK(l.starts_with(family + "{"));
+  }
+
+  SECTION("no policy in force has tiers: no series has the label") {
+    values.category_tiers = {{}, {}};
+    const std::string untiered = metrics::render({w.get()}, r, values);
+    CHECK(untiered.find("consumer_tier") == std::string::npos);
+    CHECK(untiered.find(
+              family +
+              "{category=\"static\",level=\"per_key\",tier=\"short\",mode=\"enforce\"} 3\n") !=
+          std::string::npos);
+  }
+}

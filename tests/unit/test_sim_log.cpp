@@ -264,7 +264,7 @@ TEST_CASE("sim log: nginx combined, its time zone and its escapes", "[sim]") {
   }
 }
 
-TEST_CASE("an access line with a consumer tier is read like one without", "[sim]") {
+TEST_CASE("an access line with a consumer tier is read with its tier", "[sim]") {
   std::string text, json;
   net::access_entry e;
   e.client = "192.0.2.7";
@@ -289,5 +289,26 @@ TEST_CASE("an access line with a consumer tier is read like one without", "[sim]
     CHECK(p.r.status == 429);
     CHECK(p.r.decision == "limited");
     CHECK(p.r.target == "/a");
+    CHECK(p.r.consumer_tier == "premium");
   }
+  // Lines without one, and nginx's, name none.
+  for (const std::string& line : {text_line, json_line, nginx_line}) {
+    INFO(line);
+    const parsed p = parse(line);
+    REQUIRE(p.kind == line_kind::request);
+    CHECK(p.r.consumer_tier.empty());
+  }
+  // Escapes decode; a tier that is not a string, or written twice, makes the line bad.
+  CHECK(parse(with(text_line, "limit=- ", "limit=- consumer_tier=pr\\x65mium ")).r.consumer_tier ==
+        "premium");
+  CHECK(parse(with(json_line, "\"upstream\"", "\"consumer_tier\":\"pr\\u0065mium\",\"upstream\""))
+            .r.consumer_tier == "premium");
+  CHECK(parse(with(json_line, "\"upstream\"", "\"consumer_tier\":null,\"upstream\""))
+            .r.consumer_tier == "");
+  CHECK(kind_of(with(json_line, "\"upstream\"", "\"consumer_tier\":3,\"upstream\"")) ==
+        line_kind::bad);
+  CHECK(kind_of(with(json_line, "\"upstream\"",
+                     "\"consumer_tier\":\"a\",\"consumer_tier\":\"b\",\"upstream\"")) ==
+        line_kind::bad);
+  CHECK(kind_of(with(text_line, "limit=- ", "limit=- consumer_tier=a\"b ")) == line_kind::bad);
 }
