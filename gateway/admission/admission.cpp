@@ -349,17 +349,23 @@ step admit(const setting& s, const request_view& v, record& r) {
     bool twice = false;
     const std::string_view token = token_of(*s.config.identity.jwt, *v.headers, twice);
     if (!token.empty() || twice) {
-      if (s.gate.screen(r.gate, r.verdict) && r.verdict.result == core::outcome::banned) {
-        return conclude(s, r);
-      }
+      // A token the worker remembers as verified goes on (the gate checks bans next); before a
+      // signature is checked or a token refused, a banned client gets its 403.
       identity::token_result t;
+      const std::int64_t now = v.now / core::ns_per_s;
+      const bool known = !twice && s.tokens != nullptr && s.tokens->find(*s.jwt, token, now, t);
+      if (!known || t.why != identity::failure::none) {
+        if (s.gate.screen(r.gate, r.verdict) && r.verdict.result == core::outcome::banned) {
+          return conclude(s, r);
+        }
+      }
       if (twice) {
         t.why = identity::failure::malformed;
-      } else if (s.tokens != nullptr) {
-        t = s.tokens->check(*s.jwt, token, v.now / core::ns_per_s);
-      } else {
+      } else if (!known && s.tokens != nullptr) {
+        t = s.tokens->verify(*s.jwt, token, now);
+      } else if (!known) {
         auto c = std::make_shared<identity::claims>();
-        t.why = s.jwt->verify(token, v.now / core::ns_per_s, *c);
+        t.why = s.jwt->verify(token, now, *c);
         if (t.why == identity::failure::none) t.verified = std::move(c);
       }
       r.token = t.why;

@@ -123,6 +123,30 @@ TEST_CASE("a hot token is verified once, then answered from the cache", "[identi
   CHECK(cache.verifications() == 4);
 }
 
+TEST_CASE(
+    "a token that copies a cached token's signature over other claims is verified, and refused",
+    "[identity]") {
+  const identity::verifier v = make_verifier();
+  identity::token_cache cache(16, {7, 8});
+  const std::string token = token_of("ES256 verifies");
+  REQUIRE(cache.check(v, token, load().now).why == identity::failure::none);
+  // The same length and the same last bytes (the signature), another payload: the cache finds
+  // the entry by its tail, compares the whole token, and verifies this one, which fails.
+  const auto first_dot = token.find('.');
+  std::string altered = token;
+  altered[first_dot + 5] = altered[first_dot + 5] == 'A' ? 'B' : 'A';
+  const identity::token_result r = cache.check(v, altered, load().now);
+  CHECK_FALSE(r.cached);
+  CHECK(r.why != identity::failure::none);
+  CHECK(cache.verifications() == 2);
+  // And the same holds for a refusal remembered: its whole token's hash is compared.
+  std::string again = altered;
+  again[first_dot + 6] = again[first_dot + 6] == 'A' ? 'B' : 'A';
+  CHECK_FALSE(cache.check(v, again, load().now).cached);
+  CHECK(cache.check(v, again, load().now).cached);
+  CHECK(cache.check(v, token, load().now).why == identity::failure::none);
+}
+
 TEST_CASE("a cached token expires with its exp, and a new key set verifies it again",
           "[identity]") {
   identity::verifier v = make_verifier();
