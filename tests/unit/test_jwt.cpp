@@ -139,6 +139,10 @@ TEST_CASE(
   CHECK_FALSE(r.cached);
   CHECK(r.why != identity::failure::none);
   CHECK(cache.verifications() == 2);
+  // Tokens shorter than the tail the cache reads, the empty one included, are refused alike.
+  for (const std::string_view tiny : {std::string_view(), std::string_view("a.b.c")}) {
+    CHECK(cache.check(v, tiny, load().now).why == identity::failure::malformed);
+  }
   // And the same holds for a refusal remembered: its whole token's hash is compared.
   std::string again = altered;
   again[first_dot + 6] = again[first_dot + 6] == 'A' ? 'B' : 'A';
