@@ -298,22 +298,53 @@ export async function solutionFor(response, options = {}) {
   return `${found.challenge}:${nonce}`;
 }
 
+// The clearance a proof earned, per origin (docs/pow.md, "Clearance"): sent back as
+// X-PoW-Clearance, it spares the next requests a solve while it lasts.
+const clearances = new Map();
+
+function originOf(request) {
+  try {
+    return new URL(request.url).origin;
+  } catch {
+    return "";
+  }
+}
+
+/** `request` carrying the clearance last earned at `origin`, if there is one. */
+function withClearance(request, origin) {
+  const clearance = clearances.get(origin);
+  if (clearance === undefined || request.headers.has("X-PoW-Clearance")) return request;
+  const headers = new Headers(request.headers);
+  headers.set("X-PoW-Clearance", clearance);
+  return new Request(request, { headers });
+}
+
+function rememberClearance(origin, response) {
+  const clearance = response.headers.get("X-PoW-Clearance");
+  if (clearance) clearances.set(origin, clearance);
+}
+
 /**
  * fetch(input, init); when the answer is a 428 with a challenge, solves it and sends the same
  * request once more with X-PoW-Solution. Resolves to the last response. A body that can only be
  * read once (a stream) cannot be sent twice: pass a string, bytes, a Blob or FormData.
- * `options` as for solveChallenge; the signal defaults to init.signal.
+ * `options` as for solveChallenge; the signal defaults to init.signal. The clearance a proof
+ * earns is kept per origin and sent with the next requests there (X-PoW-Clearance).
  */
 export async function fetchWithPow(input, init = {}, options = {}) {
   const request = new Request(input, init);
-  const first = await fetch(request.clone());
+  const origin = originOf(request);
+  const first = await fetch(withClearance(request.clone(), origin));
+  rememberClearance(origin, first);
   if (first.status !== 428) return first;
   const solution = await solutionFor(first, { signal: init.signal ?? request.signal, ...options });
   if (solution === null) return first;
   await first.body?.cancel().catch(() => {});
   const headers = new Headers(request.headers);
   headers.set("X-PoW-Solution", solution);
-  return fetch(new Request(request, { headers }));
+  const second = await fetch(new Request(request, { headers }));
+  rememberClearance(origin, second);
+  return second;
 }
 
 export { NONCE as NONCE_PATTERN, CHALLENGE as CHALLENGE_PATTERN };

@@ -106,23 +106,42 @@ def solution_for(status, headers):
     return f"{challenge}:{solve(challenge, int(difficulty))}"
 
 
+# The clearance a proof earned, per (scheme, host) (docs/pow.md, "Clearance"): sent back as
+# X-PoW-Clearance, it spares the next requests a solve while it lasts.
+_clearances = {}
+
+
+def _remember_clearance(where, headers):
+    clearance = _header(headers, "X-PoW-Clearance")
+    if clearance:
+        _clearances[where] = clearance.strip()
+
+
 def open_with_pow(request, **kwargs):
     """urllib.request.urlopen(request, **kwargs); on a 428 with a challenge, solves it and
-    sends the request once more with X-PoW-Solution. `request`: a URL or a Request."""
+    sends the request once more with X-PoW-Solution. `request`: a URL or a Request. The
+    clearance a proof earns is kept per host and sent with the next requests there."""
     import urllib.error
     import urllib.request
 
     if isinstance(request, str):
         request = urllib.request.Request(request)
+    where = (request.type, request.host)
+    if where in _clearances and not request.has_header("X-pow-clearance"):
+        request.add_header("X-PoW-Clearance", _clearances[where])
     try:
-        return urllib.request.urlopen(request, **kwargs)
+        response = urllib.request.urlopen(request, **kwargs)
+        _remember_clearance(where, response.headers)
+        return response
     except urllib.error.HTTPError as e:
         solution = solution_for(e.code, e.headers)
         if solution is None:
             raise
         e.close()
     request.add_header("X-PoW-Solution", solution)
-    return urllib.request.urlopen(request, **kwargs)
+    response = urllib.request.urlopen(request, **kwargs)
+    _remember_clearance(where, response.headers)
+    return response
 
 
 def main(argv):

@@ -75,6 +75,38 @@ std::string_view cookie_proof(const setting& s, const request_view& v, const rec
   return c.found[0];
 }
 
+/// The clearance a request carries (docs/design.md §16): its X-PoW-Clearance, else the first
+/// clearance cookie; "" for none.
+std::string_view clearance_of(const request_view& v) {
+  std::string_view c = v.headers->value(policy::clearance_field);
+  if (!c.empty()) return c;
+  struct first {
+    std::string_view found;
+    static void add(void* self, std::string_view line) {
+      auto& f = *static_cast<first*>(self);
+      if (!f.found.empty() || line.find(policy::clearance_cookie) == std::string_view::npos) return;
+      std::string_view value;
+      while (f.found.empty() && policy::next_cookie(line, policy::clearance_cookie, value))
+        f.found = value;
+    }
+  } f;
+  v.headers->each("Cookie", &first::add, &f);
+  return f.found;
+}
+
+/// Sends a clearance for the proof `r` just spent (docs/design.md §16) with its answer: the
+/// proof's bits over the category's base_bits set its lifetime.
+void earn_clearance(const policy::pow_state& pow, const setting& s, record& r) {
+  const config::pow_settings::clearance_config& c = s.config.pow.clearance;
+  const policy::category_pow& cp = r.category().pow;
+  const unsigned bits = r.verdict.sent.claims.bits;
+  const core::nanos life =
+      pow::clearance_lifetime(bits, cp.base_bits, c.base.count(), c.max.count());
+  r.clearance = pow.clearances().issue(
+      {r.gate.now, r.gate.now + life, static_cast<std::uint8_t>(bits), r.who.tag, cp.scope});
+  r.clearance_seconds = life / core::ns_per_s;
+}
+
 /// The header-keyed limit of `c` whose header the request carries more than once, if any:
 /// which value would be charged, and which would the upstream read?
 const limit::limit_spec* repeated_key_header(const policy::category_limits& c,
@@ -274,6 +306,7 @@ void begin(const request_view& v, record& r) {
   r.upgrade = v.upgrade;
   r.tls = v.tls;
   r.pow_cookie = false;
+  r.clearance.clear();
   r.cors = nullptr;
   r.cors_origin = {};
   r.keep_alive = v.keep_alive;
@@ -328,14 +361,18 @@ step admit(const setting& s, const request_view& v, record& r) {
   // A proof comes in X-PoW-Solution, or from a browser in the cookie its page set; a category
   // without proof of work has no use for one (it is still removed upstream).
   std::string_view solution;
+  std::string_view clearance;
   if (category.pow.enabled || category.pow.on_limit) {
     solution = v.headers->value(policy::pow_solution_field);
     if (solution.empty()) {
       solution = cookie_proof(s, v, r);
       r.pow_cookie = !solution.empty();
     }
+    // A clearance waives what violations require, never a limit: read where they may.
+    if (category.pow.enabled && s.config.pow.clearance.on) clearance = clearance_of(v);
   }
   r.gate = {&category, &r.who, solution, v.now, r.exempt};
+  r.gate.clearance = clearance;
   if (r.cors != nullptr && preflight) {
     // Not charged nor challenged (it cannot carry a proof), but a ban holds.
     if (s.gate.screen(r.gate, r.verdict) && r.verdict.result == core::outcome::banned) {
@@ -449,7 +486,10 @@ step proof_lost(const setting& s, record& r) {
 step spend_claim(policy::pow_state& pow, const setting& s, step taken, record& r) {
   r.verdict.effects.spend = false;
   r.fx.gate.spend = false;
-  if (policy::commit_proof(pow, r.verdict.sent, r.gate.now / core::ns_per_s)) return taken;
+  if (policy::commit_proof(pow, r.verdict.sent, r.gate.now / core::ns_per_s)) {
+    if (s.config.pow.clearance.on) earn_clearance(pow, s, r);
+    return taken;
+  }
   return proof_lost(s, r);
 }
 
@@ -481,6 +521,23 @@ step tunnels_full(record& r) {
 void append_own_fields(const record& r, std::string& out) {
   // A proof sent in the cookie has been judged: the browser is told to drop it.
   if (r.pow_cookie) out += clear_pow_cookie(r.tls);
+  // The clearance a proof earned: in a field for API clients, and in a cookie for the browser
+  // whose page sent the proof in one (docs/design.md §16).
+  if (!r.clearance.empty()) {
+    out += policy::clearance_field;
+    out += ": ";
+    out += r.clearance;
+    out += "\r\n";
+    if (r.pow_cookie) {
+      out += "Set-Cookie: ";
+      out += policy::clearance_cookie;
+      out += '=';
+      out += r.clearance;
+      out += "; Path=/; Max-Age=";
+      out += std::to_string(r.clearance_seconds);
+      out += r.tls ? "; HttpOnly; SameSite=Lax; Secure\r\n" : "; HttpOnly; SameSite=Lax\r\n";
+    }
+  }
   // A script on an allowed origin may read the gateway's answers (CORS).
   if (r.cors != nullptr) r.cors->append_answer_fields(out, r.cors_origin);
 }

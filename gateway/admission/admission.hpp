@@ -102,11 +102,14 @@ struct record {
   limit::inflight_holds inflight;
   /// The overrides whose limits r.limits points at, while it does.
   std::shared_ptr<const policy::override_set> overrides;
-  std::uint32_t unkeyed = 0;                 ///< slots of limits whose key it lacks
-  bool exempt = false;                       ///< on the access allow list
-  bool upgrade = false;                      ///< a WebSocket upgrade
-  bool tls = false;                          ///< came over TLS
-  bool pow_cookie = false;                   ///< carried the proof cookie: the answer clears it
+  std::uint32_t unkeyed = 0;  ///< slots of limits whose key it lacks
+  bool exempt = false;        ///< on the access allow list
+  bool upgrade = false;       ///< a WebSocket upgrade
+  bool tls = false;           ///< came over TLS
+  bool pow_cookie = false;    ///< carried the proof cookie: the answer clears it
+  /// The clearance its proof earned (docs/design.md §16), sent back on the answer; "" for none.
+  std::string clearance;
+  std::int64_t clearance_seconds = 0;        ///< its lifetime, the cookie's Max-Age
   const policy::cors_rules* cors = nullptr;  ///< its category's CORS, when the gateway owns it
   std::string_view cors_origin;              ///< its Origin when `cors` allows it; else ""
   const header_source* headers = nullptr;    ///< its fields, alive as long as the request

@@ -177,9 +177,22 @@ pow_page_config read_page(const yaml_node& n, const std::string& file) {
 }
 
 pow_settings read_pow(const yaml_node& n, const std::string& file) {
-  n.expect_keys(
-      {"secret_env", "challenge_ttl", "replay_cache_entries", "solver_hash_rate", "page"});
+  n.expect_keys({"secret_env", "challenge_ttl", "replay_cache_entries", "solver_hash_rate", "page",
+                 "clearance"});
   pow_settings p;
+  if (auto v = n.get("clearance")) {
+    if (!v->is_map()) {
+      const std::string w = v->as_string();
+      if (w != "off" && w != "false") v->fail("expected off, or { base: 10m, max: 24h }");
+      p.clearance.on = false;
+    } else {
+      v->expect_keys({"base", "max"});
+      if (auto b = v->get("base")) p.clearance.base = positive_duration(*b);
+      if (auto m = v->get("max")) p.clearance.max = positive_duration(*m);
+      if (p.clearance.max < p.clearance.base) v->fail("max is shorter than base");
+      if (p.clearance.max > std::chrono::hours(24 * 30)) v->at("max").fail("at most 720h");
+    }
+  }
   p.page.file = file;
   if (auto v = n.get("page")) p.page = read_page(*v, file);
   if (auto v = n.get("secret_env")) {

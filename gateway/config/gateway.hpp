@@ -132,6 +132,14 @@ struct pow_settings {
   /// lives at least 8 * 2^b / solver_hash_rate seconds (see pow_state::lifetime).
   std::uint64_t solver_hash_rate = 250'000;
   pow_page_config page;  ///< the browsers' 428 page
+  /// Clearance (docs/design.md §16): a valid proof of b bits earns a signed clearance for
+  /// base x 2^(b - base_bits), at most `max`; `clearance: off` earns none.
+  struct clearance_config {
+    bool on = true;
+    core::duration base = std::chrono::minutes(10);
+    core::duration max = std::chrono::hours(24);
+    friend bool operator==(const clearance_config&, const clearance_config&) = default;
+  } clearance;
 };
 
 /// TLS toward Redis (paths resolved against the gateway file).

@@ -120,10 +120,12 @@ gateway_config keep_restart_only(const gateway_config& running, gateway_config n
   next.workers = running.workers;
   next.limits.max_connections = running.limits.max_connections;
   // The secret, the lifetime and the replay cache are the process's; the browsers' page is
-  // only a rendering, and changes live.
+  // only a rendering and clearance is read per request: both change live.
   pow_page_config page = std::move(next.pow.page);
+  const pow_settings::clearance_config clearance = next.pow.clearance;
   next.pow = running.pow;
   next.pow.page = std::move(page);
+  next.pow.clearance = clearance;  // read per request: changes live
   next.store = running.store;
   next.policy.pow_counters = running.policy.pow_counters;
   return next;

@@ -33,13 +33,24 @@ void append_line(std::string& out, std::string_view name, std::string_view value
 /// Appends a request's Cookie line `value` without the gateway's proof-of-work cookie, which
 /// the gateway spends (docs/design.md §5 "Browsers"): the line goes when it held nothing else.
 void append_cookie(std::string& out, std::string_view value) {
-  if (value.find(policy::pow_cookie) == std::string_view::npos) {
+  const bool pow = value.find(policy::pow_cookie) != std::string_view::npos;
+  const bool clearance = value.find(policy::clearance_cookie) != std::string_view::npos;
+  if (!pow && !clearance) {
     append_line(out, "Cookie", value);
     return;
   }
-  std::string rest;  // only for a request that carries the cookie
-  policy::strip_cookie(value, policy::pow_cookie, rest);
-  if (!rest.empty()) append_line(out, "Cookie", rest);
+  // Only for a request that carries one of them: its proof, or its clearance (docs/design.md
+  // §16), neither of them the upstream's.
+  std::string rest, other;
+  if (pow) {
+    policy::strip_cookie(value, policy::pow_cookie, rest);
+    value = rest;
+  }
+  if (clearance) {
+    policy::strip_cookie(value, policy::clearance_cookie, other);
+    value = other;
+  }
+  if (!value.empty()) append_line(out, "Cookie", value);
 }
 
 /// Appends the end-to-end fields of `f`: not hop-by-hop, not named by Connection, not framing
@@ -88,11 +99,13 @@ void append_end_to_end(std::string& out, const fields& f, Ours ours, bool reques
 }
 
 /// Request fields the gateway sets or consumes: the forwarding ones, Expect (answered here),
-/// the proof of work (spent here), and the shadow announcement (a client's would be a lie).
+/// the proof of work (spent here) and clearance (judged here), and the shadow announcement (a
+/// client's would be a lie).
 bool is_forwarding_field(std::string_view name) noexcept {
   return core::iequals(name, "x-forwarded-for") || core::iequals(name, "x-forwarded-proto") ||
          core::iequals(name, "x-real-ip") || core::iequals(name, "expect") ||
-         core::iequals(name, policy::pow_solution_field) || core::iequals(name, shadow_field);
+         core::iequals(name, policy::pow_solution_field) ||
+         core::iequals(name, policy::clearance_field) || core::iequals(name, shadow_field);
 }
 
 /// The fields of docs/design.md §4 that the gateway sets on every checked response, in the order it

@@ -12,6 +12,10 @@ namespace tollgate::policy {
 inline constexpr std::string_view pow_cookie = "tollgate_pow";
 /// The header a client sends its proof of work in (docs/design.md §5); never forwarded.
 inline constexpr std::string_view pow_solution_field = "X-PoW-Solution";
+/// The header a clearance comes in, both ways (docs/design.md §16); never forwarded.
+inline constexpr std::string_view clearance_field = "X-PoW-Clearance";
+/// The cookie a browser keeps its clearance in; never forwarded.
+inline constexpr std::string_view clearance_cookie = "tollgate_clearance";
 
 /// Whether an `Accept` value prefers `text/html` to JSON: `text/html` is listed with a q above
 /// 0 and no JSON type (`application/json`, `application/problem+json`) has a higher q. A

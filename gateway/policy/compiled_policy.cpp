@@ -303,6 +303,14 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
   if (policy.tiers) {
     tiers_ = compile_tiers(*policy.tiers, [this](const std::string& p) { return claim_index(p); });
   }
+  // A clearance is bound to this policy's categories (docs/design.md §16): its state prefix
+  // (a host entry's) and their names.
+  std::string names = options.state_prefix;
+  for (const category_limits& c : categories_)
+    names += c.name + ",";
+  const std::uint32_t scope = pow::category_tag(names);
+  for (category_limits& c : categories_)
+    c.pow.scope = scope;
 }
 
 std::uint8_t compiled_policy::tier_of(const core::address& client, const key_sources& keys,

@@ -85,7 +85,7 @@ void cors_rules::append_preflight_fields(std::string& out, std::string_view requ
     out += asked;
     out += ", ";
   }
-  out += "X-PoW-Solution\r\n";
+  out += "X-PoW-Solution, X-PoW-Clearance\r\n";
   append_line(out, "Access-Control-Max-Age", max_age_);
 }
 

@@ -14,7 +14,8 @@ namespace tollgate::policy {
 
 /// The fields of the gateway's answers a script may read.
 inline constexpr std::string_view exposed_fields =
-    "X-PoW-Challenge, X-PoW-Difficulty, X-PoW-Algorithm, Retry-After, X-RateLimit-Limit, "
+    "X-PoW-Challenge, X-PoW-Difficulty, X-PoW-Algorithm, X-PoW-Clearance, Retry-After, "
+    "X-RateLimit-Limit, "
     "X-RateLimit-Remaining, X-RateLimit-Reset, X-RateLimit-Level, X-RateLimit-Reason, "
     "RateLimit, RateLimit-Policy";
 
@@ -40,7 +41,7 @@ class cors_rules {
   /// Appends what a preflight's answer adds to an answer's lines for an allowed origin, the
   /// preflight having asked for `request_headers` (Access-Control-Request-Headers): the
   /// methods, the headers (those configured, or those asked for when they are a clean list of
-  /// names; always X-PoW-Solution) and the max age.
+  /// names; always X-PoW-Solution and X-PoW-Clearance) and the max age.
   void append_preflight_fields(std::string& out, std::string_view request_headers) const;
 
  private:

@@ -60,6 +60,7 @@ bool gate::screen(const gate_input& in, gate_verdict& v) const {
   v.limits_checked = false;
   v.effects = {};
   v.paid = false;
+  v.cleared = false;
   v.claimed = claim_stage::none;
   v.sent = {};
   // 0. The access allow list: no ban, proof or limit applies.
@@ -85,7 +86,10 @@ void gate::before_limits(const gate_input& in, gate_verdict& v) const {
     const unsigned n = pow_.violations().requirement(in.who->individual, in.who->network, in.now);
     const unsigned bits = shifted(
         pow::required_bits(n, c.pow.base_bits, c.pow.step_bits, c.pow.max_bits), in.pow_shift);
-    if (n > 0) {
+    // A clearance earned since the client's last violation waives it (docs/design.md §16).
+    if (n > 0 && cleared(in, bits)) {
+      v.cleared = true;
+    } else if (n > 0) {
       v.paid = claim_proof(pow_, v.sent, bits);
       if (!v.paid) return refuse(in, bits, v);
       claim(claim_stage::requirement, bits, v);
@@ -125,6 +129,12 @@ void gate::after_limits(const gate_input& in, const limit::limit_request& req,
   // refuse() forgets it.
   v.effects.extra_valid = v.paid;
   refuse(in, shifted(c.pow.on_limit_bits, in.pow_shift), v);
+}
+
+bool gate::cleared(const gate_input& in, unsigned bits) const {
+  if (in.clearance.empty()) return false;
+  const auto c = pow_.clearances().check(in.clearance, in.now, in.who->tag, in.category->pow.scope);
+  return c && c->bits >= bits && c->issued > pow_.violations().last_violation(in.who->individual);
 }
 
 void gate::claim_lost(const gate_input& in, gate_verdict& v) const {

@@ -28,6 +28,9 @@ struct gate_input {
   core::nanos now = 0;                        ///< the instant of the decision
   bool exempt = false;  ///< on the access allow list: passes, nothing asked (docs/design.md §9)
   int pow_shift = 0;    ///< bits added to every difficulty asked of it (its consumer tier's)
+  /// Its clearance (`X-PoW-Clearance` or the cookie, docs/design.md §16), or "": none, or
+  /// clearance is off.
+  std::string_view clearance = {};
 };
 
 /// What the caller does besides answering.
@@ -60,6 +63,7 @@ struct gate_verdict {
   gate_effects effects;          ///< to apply
   proof sent;                    ///< the proof as judged so far (carried between steps)
   bool paid = false;             ///< a proof was spent on the violations' requirement
+  bool cleared = false;          ///< a clearance waived the violations' requirement
   claim_stage claimed = claim_stage::none;  ///< where the proof to spend was claimed
   unsigned claimed_bits = 0;                ///< what it was claimed for (requirement)
 
@@ -97,6 +101,9 @@ class gate {
   void settle(gate_verdict& v) const;
 
   void claim(claim_stage stage, unsigned bits, gate_verdict& v) const;
+  /// Whether `in` carries a clearance that waives a requirement of `bits`: signed for this
+  /// client and policy, unexpired, earned with at least `bits`, and after its last violation.
+  bool cleared(const gate_input& in, unsigned bits) const;
 
   const pow_state& pow_;  ///< bans, counters, challenges, replays
 };

@@ -61,6 +61,7 @@ client_subjects subjects_of(const core::address& a, const limit::level_prefixes&
 pow_state::pow_state(std::string_view secret, const config::pow_settings& settings,
                      const config::pow_counters_config& counters)
     : challenger_(secret),
+      clearances_(secret),
       replays_(settings.replay_cache_entries),
       violations_(pow::counter_settings{counters.max_counter, counters.decay_interval.count(),
                                         counters.max_individual_entries,

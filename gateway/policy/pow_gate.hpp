@@ -17,6 +17,7 @@
 #include "gateway/core/text.hpp"
 #include "gateway/limit/address.hpp"
 #include "gateway/pow/challenge.hpp"
+#include "gateway/pow/clearance.hpp"
 #include "gateway/pow/replay_cache.hpp"
 #include "gateway/pow/violations.hpp"
 
@@ -31,6 +32,9 @@ struct category_pow {
   bool on_limit = false;        ///< pay to pass: 428 instead of 429
   unsigned on_limit_bits = 20;  ///< difficulty of a pay-to-pass proof
   std::uint32_t tag = 0;        ///< pow::category_tag of the name
+  /// What a clearance earned in this category is bound to: the categories of its policy
+  /// (docs/design.md §16), so that it is honoured in each of them and no other policy's.
+  std::uint32_t scope = 0;
   std::vector<std::pair<unsigned, std::size_t>> status_violations;  ///< status -> reason index
 };
 
@@ -78,6 +82,8 @@ class pow_state {
   std::size_t slot(const std::string& name);
 
   const pow::challenger& challenger() const noexcept { return challenger_; }
+  /// Signs and checks clearances (docs/design.md §16).
+  const pow::clearance_signer& clearances() const noexcept { return clearances_; }
   pow::replay_cache& replays() noexcept { return replays_; }
   const pow::replay_cache& replays() const noexcept { return replays_; }
   pow::violation_tables& violations() noexcept { return violations_; }
@@ -99,6 +105,7 @@ class pow_state {
 
  private:
   pow::challenger challenger_;
+  pow::clearance_signer clearances_;
   pow::replay_cache replays_;
   pow::violation_tables violations_;
   bans::manual_bans manual_bans_;

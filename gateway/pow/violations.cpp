@@ -101,6 +101,14 @@ unsigned violation_tables::requirement(const subject& individual, const subject&
   return n;
 }
 
+std::int64_t violation_tables::last_violation(const subject& individual) const {
+  std::int64_t last = 0;
+  individual_.find(individual, [&](const individual_entry& e) {
+    if (e.counter.count > 0) last = e.counter.last;
+  });
+  return last;
+}
+
 std::optional<std::int64_t> violation_tables::banned_until(const subject& individual,
                                                            std::int64_t now) const {
   std::optional<std::int64_t> until;

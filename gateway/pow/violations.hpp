@@ -60,6 +60,10 @@ class violation_tables {
   /// N = max(individual counter, network counter) at `now`.
   unsigned requirement(const subject& individual, const subject& network, std::int64_t now) const;
 
+  /// When `individual` last violated (ns; 0: never, or forgotten): a clearance earned before
+  /// it is void (docs/design.md §16).
+  std::int64_t last_violation(const subject& individual) const;
+
   /// The end of the ban on `individual`, if it is banned at `now`.
   std::optional<std::int64_t> banned_until(const subject& individual, std::int64_t now) const;
 

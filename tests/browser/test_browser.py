@@ -155,6 +155,77 @@ class BrowserPage(unittest.IsolatedAsyncioTestCase):
             responses = [(url, status) for url, status, _ in page.responses()]
             self.assertEqual(responses[0], (self.base + "/guarded/page", 428))
 
+    async def test_a_cleared_browser_navigates_on_without_solving_again(self):
+        # Clearance (docs/design.md §16): the page solves once, the proof earns a clearance
+        # cookie, and the next three navigations pass without a 428.
+        self.violate()
+        async with Chromium() as browser:
+            page = await browser.new_page()
+            await page.navigate(self.base + "/guarded/solve")
+            await self.wait_text(page, lambda t: t.startswith("{") and "/guarded/solve" in t)
+            for n in range(3):
+                await page.navigate(self.base + f"/guarded/next{n}")
+                text = await self.wait_text(
+                    page, lambda t, n=n: t.startswith("{") and f"/guarded/next{n}" in t)
+                # The upstream sees neither the clearance nor its cookie.
+                headers = echo_headers(text)
+                self.assertNotIn("x-pow-clearance", headers)
+                self.assertNotIn("tollgate_clearance", headers.get("cookie", ""))
+            responses = [(url, status) for url, status, _ in page.responses()]
+            self.assertEqual(responses.count((self.base + "/guarded/solve", 428)), 1, responses)
+            for n in range(3):
+                self.assertEqual([st for url, st in responses if url.endswith(f"/guarded/next{n}")],
+                                 [200], responses)
+            # The clearance is not a script's to read.
+            self.assertNotIn("tollgate_clearance", await page.evaluate("document.cookie"))
+
+    def violate(self, source=None):
+        """The upstream flags the client (from `source`, a local address) once."""
+        status, _, _ = h.http_request(self.gw.port, "GET /x?violation=rejected HTTP/1.1\r\n"
+                                      "Host: t\r\nConnection: close\r\n\r\n", sock=self.connect(source))
+        self.assertEqual(status, 200)
+
+    def connect(self, source=None):
+        """A connection to the gateway from loopback address `source` (127.0.0.1 by default)."""
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind((source or "127.0.0.1", 0))
+        s.connect(("127.0.0.1", self.gw.port))
+        return s
+
+    def guarded(self, path, fields="", source=None):
+        return h.http_request(self.gw.port, f"GET {path} HTTP/1.1\r\nHost: t\r\n{fields}"
+                                            "Connection: close\r\n\r\n", sock=self.connect(source))
+
+    def test_raw_an_api_client_sends_its_clearance_back_until_it_violates_again(self):
+        self.violate()
+        status, head, _ = self.guarded("/guarded/api")
+        self.assertEqual(status, 428)
+        nonce = subprocess.run([h.binary("tollgate"), "pow", "solve", head["x-pow-challenge"],
+                                head["x-pow-difficulty"]], capture_output=True, text=True,
+                               check=True, timeout=60).stdout.strip()
+        status, head, _ = self.guarded(
+            "/guarded/api", f"X-PoW-Solution: {head['x-pow-challenge']}:{nonce}\r\n")
+        self.assertEqual(status, 200)
+        clearance = head["x-pow-clearance"]
+        self.assertRegex(clearance, r"^[A-Za-z0-9_-]{60}$")
+        self.assertNotIn("set-cookie", head)  # the proof came in the header: no cookie
+        # Sent back, it passes, again and again; the upstream never sees it.
+        for n in range(3):
+            status, head, body = self.guarded(f"/guarded/api{n}", f"X-PoW-Clearance: {clearance}\r\n")
+            self.assertEqual(status, 200, body)
+            self.assertNotIn("x-pow-clearance", echo_headers(body))
+        # Without it, the requirement stands.
+        self.assertEqual(self.guarded("/guarded/api")[0], 428)
+        # Bound to the address: another client's is no good (127.0.0.2 with violations too).
+        self.violate("127.0.0.2")
+        self.assertEqual(self.guarded("/guarded/api", f"X-PoW-Clearance: {clearance}\r\n",
+                                      "127.0.0.2")[0], 428)
+        # A violation after it was earned voids it.
+        time.sleep(0.01)
+        self.violate()
+        status, _, body = self.guarded("/guarded/api", f"X-PoW-Clearance: {clearance}\r\n")
+        self.assertEqual(status, 428, body)
+
     async def test_without_javascript_the_page_says_what_to_do(self):
         async with Chromium() as browser:
             page = await browser.new_page()

@@ -102,7 +102,7 @@ class Cors(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(head["access-control-allow-origin"], self.origin)
             self.assertIn("PUT", head["access-control-allow-methods"])
             self.assertEqual(head["access-control-allow-headers"],
-                             "content-type, x-pow-solution, X-PoW-Solution")
+                             "content-type, x-pow-solution, X-PoW-Solution, X-PoW-Clearance")
             self.assertEqual(head["access-control-max-age"], "300")
             self.assertEqual(head["vary"], "Origin")
             self.assertNotIn("x-ratelimit-remaining", head)
@@ -118,12 +118,12 @@ class Cors(unittest.IsolatedAsyncioTestCase):
         status, head, _ = request(self.gw, "OPTIONS", "/open/x", "10.9.0.1", "https://any.example",
                                   "Access-Control-Request-Method: POST\r\n"
                                   "Access-Control-Request-Headers: x-a\r\n")
-        self.assertEqual(head["access-control-allow-headers"], "Content-Type, X-PoW-Solution")
+        self.assertEqual(head["access-control-allow-headers"], "Content-Type, X-PoW-Solution, X-PoW-Clearance")
         self.assertEqual(head["access-control-allow-methods"], "GET, POST")
         status, head, _ = request(self.gw, "OPTIONS", "/api/x", "10.9.0.1", self.origin,
                                   "Access-Control-Request-Method: GET\r\n"
                                   "Access-Control-Request-Headers: a\"b, c;d\r\n")
-        self.assertEqual(head["access-control-allow-headers"], "X-PoW-Solution")
+        self.assertEqual(head["access-control-allow-headers"], "X-PoW-Solution, X-PoW-Clearance")
 
     def test_the_gateways_refusals_are_readable_by_an_allowed_origin(self):
         client = "10.9.0.2"

@@ -338,6 +338,37 @@ console.log(JSON.stringify({ status: response.status, body: await response.json(
         self.assertTrue(h.eventually(lambda: h.Metrics(self.gw.metrics_text()).value(
             "tollgate_pow_verifications_total", result="valid") == valid + 1), "no valid proof counted")
 
+    def valid_proofs(self):
+        return h.Metrics(self.gw.metrics_text()).value("tollgate_pow_verifications_total",
+                                                       result="valid")
+
+    def test_js_fetch_with_pow_keeps_the_clearance_and_solves_once(self):
+        client, _, _ = self.challenged("/guarded/clear-js")
+        valid = self.valid_proofs()
+        code, out, err = run_node("""
+const [url, client] = process.argv.slice(2);
+const statuses = [];
+for (let i = 0; i < 3; ++i) {
+  const response = await pow.fetchWithPow(url + i, { headers: { "X-Forwarded-For": client } });
+  statuses.push(response.status);
+}
+console.log(JSON.stringify(statuses));
+""", self.url("/guarded/clear-js"), client)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out), [200, 200, 200])
+        # One proof for three requests: the clearance it earned carried the other two.
+        self.assertEqual(self.valid_proofs(), valid + 1)
+
+    def test_python_open_with_pow_keeps_the_clearance_and_solves_once(self):
+        client, _, _ = self.challenged("/guarded/clear-py")
+        valid = self.valid_proofs()
+        for i in range(3):
+            request = urllib.request.Request(self.url(f"/guarded/clear-py{i}"),
+                                             headers={"X-Forwarded-For": client})
+            with tollgate_pow.open_with_pow(request, timeout=5) as response:
+                self.assertEqual(response.status, 200)
+        self.assertEqual(self.valid_proofs(), valid + 1)
+
     def test_js_reads_the_body_when_the_headers_are_not_exposed_and_a_wrong_nonce_is_refused(self):
         client = h.new_client_address()
         self.assertEqual(self.get("/paid/cors", client)[0], 200)

@@ -9,6 +9,9 @@
 /// MAC gets past `bad_signature`; base64url_decode agrees with the reference decoder and
 /// re-encodes to its input; a challenge issued here is 94 characters, decodes back to the
 /// claims it was issued with, passes check with a matching proof and expires a second late.
+/// The same input as an X-PoW-Clearance (gateway/pow/clearance.*): accepted only when it
+/// carries the MAC the reference computes under the clearance key, and a clearance issued from
+/// the input's bytes is accepted for its client and scope until it expires, and by no other.
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -23,6 +26,7 @@
 #include <string_view>
 
 #include "gateway/pow/challenge.hpp"
+#include "gateway/pow/clearance.hpp"
 
 namespace {
 
@@ -152,6 +156,51 @@ void check_issued(const challenger& signer, const std::uint8_t* data, std::size_
   }
 }
 
+/// The clearance check against a reference: 60 characters of canonical base64url, version 1,
+/// HMAC-SHA-256 under "tollgate clearance v1:" + secret of the first 30 bytes, its first 15
+/// bytes after them; then unexpired, for this client and scope.
+bool ref_clearance(std::string_view token, std::int64_t now, std::uint64_t client,
+                   std::uint32_t scope) {
+  if (token.size() != clearance_length) return false;
+  const auto raw = ref_decode(token);
+  if (!raw || raw->size() != 45 || (*raw)[0] != 1) return false;
+  const std::string key = "tollgate clearance v1:" + std::string(fuzz_secret);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned mac_length = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(raw->data()), 30, mac, &mac_length);
+  if (std::memcmp(mac, raw->data() + 30, 15) != 0) return false;
+  const auto expires = static_cast<std::int64_t>(be(*raw, 9, 8));
+  return now < expires && be(*raw, 18, 8) == client && be(*raw, 26, 4) == scope;
+}
+
+void check_clearance(const clearance_signer& signer, std::string_view input,
+                     const std::uint8_t* data, std::size_t size) {
+  const std::int64_t now = fuzz_now * 1'000'000'000;
+  require(signer.check(input, now, fuzz_client, 7).has_value() ==
+              ref_clearance(input, now, fuzz_client, 7),
+          "clearance check differs from the reference");
+  std::uint8_t bytes[21] = {};
+  std::memcpy(bytes, data, std::min(size, sizeof bytes));
+  clearance_claims c;
+  c.issued = now;
+  c.expires =
+      now + 1 + static_cast<std::int64_t>(be({reinterpret_cast<const char*>(bytes), 4}, 0, 4));
+  c.bits = bytes[4];
+  c.client = be({reinterpret_cast<const char*>(bytes + 5), 8}, 0, 8);
+  c.scope = static_cast<std::uint32_t>(be({reinterpret_cast<const char*>(bytes + 13), 4}, 0, 4));
+  const std::string token = signer.issue(c);
+  require(token.size() == clearance_length, "an issued clearance has the wrong length");
+  const auto back = signer.check(token, now, c.client, c.scope);
+  require(back && back->bits == c.bits && back->issued == c.issued && back->expires == c.expires,
+          "an issued clearance is refused or decodes otherwise");
+  require(ref_clearance(token, now, c.client, c.scope), "an issued clearance fails the reference");
+  require(!signer.check(token, c.expires, c.client, c.scope),
+          "an issued clearance does not expire");
+  require(!signer.check(token, now, c.client ^ 1, c.scope), "a clearance serves another client");
+  require(!signer.check(token, now, c.client, c.scope ^ 1), "a clearance serves another scope");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -180,5 +229,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   check_issued(signer, data, size);
+  static const clearance_signer clearances(fuzz_secret);
+  check_clearance(clearances, input, data, size);
   return 0;
 }

@@ -208,10 +208,11 @@ TEST_CASE("CORS: exact origins, the answer's fields, a preflight's", "[browser]"
   CHECK(out == "Vary: Origin\r\n");
   out.clear();
   rules.append_preflight_fields(out, " X-Trace-Id, content-type ");
-  CHECK(out ==
-        "Access-Control-Allow-Methods: GET, HEAD, POST, PUT, PATCH, DELETE\r\n"
-        "Access-Control-Allow-Headers: X-Trace-Id, content-type, X-PoW-Solution\r\n"
-        "Access-Control-Max-Age: 600\r\n");
+  CHECK(
+      out ==
+      "Access-Control-Allow-Methods: GET, HEAD, POST, PUT, PATCH, DELETE\r\n"
+      "Access-Control-Allow-Headers: X-Trace-Id, content-type, X-PoW-Solution, X-PoW-Clearance\r\n"
+      "Access-Control-Max-Age: 600\r\n");
   out.clear();
   rules.append_preflight_fields(out, "x\r\nSet-Cookie: a=b");  // never echoed into a head
   CHECK(out.find("Set-Cookie") == std::string::npos);

@@ -454,3 +454,92 @@ TEST_CASE("gate: a consumer tier moves the required difficulty, never below 8 bi
     CHECK(v.challenge.bits == bits);
   }
 }
+
+// Clearance (docs/design.md §16): a signed token a valid proof earns, which waives what the
+// client's violations require up to its bits, for its client and its policy, until it expires
+// or the client violates again; never a limit.
+
+namespace {
+
+/// A clearance for the client (or `for_whom`) in `name`'s policy earned at `issued` with `bits`.
+std::string clearance(const world& w, const char* name, unsigned bits, core::nanos issued = now,
+                      core::nanos life = 600 * core::ns_per_s,
+                      std::optional<std::uint64_t> for_whom = std::nullopt) {
+  return w.pow.clearances().issue({issued, issued + life, static_cast<std::uint8_t>(bits),
+                                   for_whom.value_or(w.who.tag), w.category(name).pow.scope});
+}
+
+/// One request of `name` carrying `token` as its clearance (and no proof), at `at`.
+result run_cleared(world& w, const char* name, const std::string& token, core::nanos at = now) {
+  const auto& c = w.category(name);
+  policy::gate_input in{&c, &w.who, "", at, false};
+  in.clearance = token;
+  policy::gate_verdict v;
+  w.gate.before_limits(in, v);
+  if (!v.ask_limits) return {v.result, false, v};
+  std::uint32_t unkeyed = 0;
+  const auto req = w.compiled.request(c, w.client, test::fake_request{}.keys(), 1, at, unkeyed);
+  const auto d = w.store.decide(req);
+  w.gate.after_limits(in, req, d, v);
+  return {v.result, true, v};
+}
+
+}  // namespace
+
+TEST_CASE("gate: a clearance waives the proof violations require, up to its bits", "[gate]") {
+  world w;
+  w.violate(1);                                    // 3 bits required
+  const core::nanos later = now + core::ns_per_s;  // earned after the violation
+  auto r = run_cleared(w, "guarded", clearance(w, "guarded", 3, later), later);
+  CHECK(r.answer == outcome::allowed);
+  CHECK(r.verdict.cleared);
+  CHECK_FALSE(r.verdict.effects.spend);
+  // Earned with fewer bits than now required (three violations: 5 bits): a 428.
+  w.violate(2);
+  const core::nanos after = now + 2 * core::ns_per_s;
+  r = run_cleared(w, "guarded", clearance(w, "guarded", 4, after), after);
+  CHECK(r.answer == outcome::challenged);
+  CHECK(r.verdict.challenge.bits == 5);
+  CHECK(run_cleared(w, "guarded", clearance(w, "guarded", 5, after), after).answer ==
+        outcome::allowed);
+}
+
+TEST_CASE("gate: a clearance is void after a violation, expired, or another client's", "[gate]") {
+  world w;
+  w.violate(1);
+  // Earned before the client's last violation (the violation at `now`).
+  const core::nanos before = now - core::ns_per_s;
+  CHECK(run_cleared(w, "guarded", clearance(w, "guarded", 6, before), now).answer ==
+        outcome::challenged);
+  const core::nanos later = now + core::ns_per_s;
+  // Expired.
+  CHECK(run_cleared(w, "guarded", clearance(w, "guarded", 6, later, core::ns_per_s),
+                    later + core::ns_per_s)
+            .answer == outcome::challenged);
+  // Another client's, or tampered with, or not one at all.
+  CHECK(run_cleared(w, "guarded", clearance(w, "guarded", 6, later, 600 * core::ns_per_s, 12345),
+                    later)
+            .answer == outcome::challenged);
+  std::string tampered = clearance(w, "guarded", 6, later);
+  tampered[5] = tampered[5] == 'A' ? 'B' : 'A';
+  CHECK(run_cleared(w, "guarded", tampered, later).answer == outcome::challenged);
+  CHECK(run_cleared(w, "guarded", "not a clearance", later).answer == outcome::challenged);
+  CHECK(run_cleared(w, "guarded", clearance(w, "guarded", 6, later), later).answer ==
+        outcome::allowed);
+}
+
+TEST_CASE("gate: a clearance never pays past a limit", "[gate]") {
+  world w;
+  w.exhaust("paying");
+  const auto r = run_cleared(w, "paying", clearance(w, "paying", 20));
+  CHECK(r.answer == outcome::challenged);  // pay to pass asks for a proof, as before
+  CHECK_FALSE(r.verdict.cleared);
+}
+
+TEST_CASE("clearance: lifetime doubles per bit over base_bits, capped", "[gate]") {
+  const std::int64_t base = 600 * core::ns_per_s, max = 86400 * core::ns_per_s;
+  CHECK(pow::clearance_lifetime(16, 16, base, max) == base);
+  CHECK(pow::clearance_lifetime(18, 16, base, max) == 4 * base);
+  CHECK(pow::clearance_lifetime(14, 16, base, max) == base / 4);
+  CHECK(pow::clearance_lifetime(40, 16, base, max) == max);
+}

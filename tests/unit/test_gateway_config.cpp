@@ -190,6 +190,26 @@ TEST_CASE("the browsers' page: title, text, a template read at load, its errors"
             "' is larger than 256KiB");
 }
 
+TEST_CASE("pow.clearance: on by default, its times, off, and its errors", "[config]") {
+  scratch s;
+  const auto defaults = load_gateway(s.write(minimal));
+  CHECK(defaults.pow.clearance.on);
+  CHECK(defaults.pow.clearance.base == std::chrono::minutes(10));
+  CHECK(defaults.pow.clearance.max == std::chrono::hours(24));
+  const auto g = load_gateway(s.write(minimal + "pow: { clearance: { base: 1m, max: 2h } }\n"));
+  CHECK(g.pow.clearance.base == std::chrono::minutes(1));
+  CHECK(g.pow.clearance.max == std::chrono::hours(2));
+  CHECK_FALSE(load_gateway(s.write(minimal + "pow: { clearance: off }\n")).pow.clearance.on);
+  CHECK(error_of(s, minimal + "pow: { clearance: sometimes }\n") ==
+        "g.yaml:5: pow.clearance: expected off, or { base: 10m, max: 24h }");
+  CHECK(error_of(s, minimal + "pow: { clearance: { base: 2h, max: 1h } }\n") ==
+        "g.yaml:5: pow.clearance: max is shorter than base");
+  CHECK(error_of(s, minimal + "pow: { clearance: { base: 1m, max: 1000h } }\n") ==
+        "g.yaml:5: pow.clearance.max: at most 720h");
+  CHECK(error_of(s, minimal + "pow: { clearance: { lifetime: 1m } }\n") ==
+        "g.yaml:5: pow.clearance.lifetime: unknown key (expected base or max)");
+}
+
 TEST_CASE("route path options parse and default to off", "[config]") {
   scratch s;
   const auto g = load_gateway(s.write(
