@@ -81,6 +81,9 @@ constexpr std::size_t ws_close_slot(std::uint16_t code) noexcept {
 /// Label values of `result` of tollgate_pow_verifications_total, in the order of
 /// core::proof_failure (valid first): one list for the 428 body and the metric.
 inline constexpr auto verification_results = core::proof_failure_names;
+/// Label values of `result` of tollgate_pow_clearances_total (docs/design.md §16): earned by a
+/// proof, or accepted in place of one.
+inline constexpr std::array<std::string_view, 2> clearance_results = {"issued", "accepted"};
 
 /// Label values of `result` of tollgate_token_checks_total: "cached" (found in a worker's
 /// memory of verified tokens, no signature checked), then core::token_failure's names.
@@ -226,6 +229,7 @@ struct worker_counters {
   std::array<counter, max_names> bytes_sent;      ///< [listener] to clients, acknowledged
   std::array<counter, max_names> pow_challenges;  ///< [category] 428s issued
   std::array<counter, verification_results.size()> pow_verifications;  ///< [result]
+  std::array<counter, clearance_results.size()> pow_clearances;        ///< [result]
   std::array<counter, max_names> violations;                           ///< [reason]
   std::array<counter, token_result_count> token_checks;                ///< [result] tokens checked
   counter bans;                                                        ///< bans imposed

@@ -137,6 +137,12 @@ const family_row rows[] = {
      .labels = {axis::verification},
      .read = [](const worker_counters& w,
                 const series_index& i) { return w.pow_verifications[i[0]].value(); }},
+    {.name = "tollgate_pow_clearances_total",
+     .help = "Clearances (docs/design.md §16): issued, earned by a valid proof; accepted, in place "
+             "of the proof a client's violations required.",
+     .labels = {axis::clearance_result},
+     .read = [](const worker_counters& w,
+                const series_index& i) { return w.pow_clearances[i[0]].value(); }},
     {.name = "tollgate_token_checks_total",
      .help = "Tokens checked (docs/design.md §15): cached, answered from a worker's memory of "
              "verified tokens; otherwise the signature was checked, and verified or why not.",

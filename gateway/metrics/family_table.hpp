@@ -24,35 +24,36 @@ struct process_stats {
 /// The labels a family's series run over, each in the order its series are written.
 enum class axis : std::uint8_t {
   none,
-  category,         ///< `category`: the categories in force
-  category_limit,   ///< `level`: the limits of the category of the family's first axis
-  category_tier,    ///< `consumer_tier`: the tiers of the policy of that category
-  upstream,         ///< `upstream`: the upstreams in force
-  listener,         ///< `listener`: every listener so far
-  reason,           ///< `reason`: every violation reason so far
-  decision,         ///< `decision`
-  code_class,       ///< `code_class`
-  upstream_error,   ///< `kind` of tollgate_upstream_errors_total
-  refusal,          ///< `reason` of tollgate_connections_refused_total
-  verification,     ///< `result` of tollgate_pow_verifications_total
-  tier,             ///< `tier`: short, long
-  limit_mode,       ///< `mode`: enforce (always shown), shadow (shown once it happens)
-  ws_direction,     ///< `direction`
-  ws_action,        ///< `action`
-  upgrade_refusal,  ///< `reason` of tollgate_websocket_upgrades_refused_total
-  ws_close_code,    ///< `code`: the close codes, then "other"
-  ws_closer,        ///< `by`
-  store_source,     ///< `source`
-  store_error,      ///< `kind` of tollgate_store_errors_total
-  version,          ///< `version`: the one build
-  endpoint,         ///< `upstream` and `endpoint` of every endpoint in force
-  tracked_level,    ///< `level` of tollgate_tracked_keys
-  table,            ///< `table`: every bounded table
-  reload_result,    ///< `result`: success, failure
-  admin_closed,     ///< `reason`: room, refused
-  token_result,     ///< `result` of tollgate_token_checks_total
+  category,          ///< `category`: the categories in force
+  category_limit,    ///< `level`: the limits of the category of the family's first axis
+  category_tier,     ///< `consumer_tier`: the tiers of the policy of that category
+  upstream,          ///< `upstream`: the upstreams in force
+  listener,          ///< `listener`: every listener so far
+  reason,            ///< `reason`: every violation reason so far
+  decision,          ///< `decision`
+  code_class,        ///< `code_class`
+  upstream_error,    ///< `kind` of tollgate_upstream_errors_total
+  refusal,           ///< `reason` of tollgate_connections_refused_total
+  verification,      ///< `result` of tollgate_pow_verifications_total
+  tier,              ///< `tier`: short, long
+  limit_mode,        ///< `mode`: enforce (always shown), shadow (shown once it happens)
+  ws_direction,      ///< `direction`
+  ws_action,         ///< `action`
+  upgrade_refusal,   ///< `reason` of tollgate_websocket_upgrades_refused_total
+  ws_close_code,     ///< `code`: the close codes, then "other"
+  ws_closer,         ///< `by`
+  store_source,      ///< `source`
+  store_error,       ///< `kind` of tollgate_store_errors_total
+  version,           ///< `version`: the one build
+  endpoint,          ///< `upstream` and `endpoint` of every endpoint in force
+  tracked_level,     ///< `level` of tollgate_tracked_keys
+  table,             ///< `table`: every bounded table
+  reload_result,     ///< `result`: success, failure
+  admin_closed,      ///< `reason`: room, refused
+  token_result,      ///< `result` of tollgate_token_checks_total
+  clearance_result,  ///< `result` of tollgate_pow_clearances_total
 };
-inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::token_result) + 1;
+inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::clearance_result) + 1;
 
 /// Label indices of one series, by axis position in its family.
 using series_index = std::array<std::size_t, 5>;

@@ -104,6 +104,8 @@ void apply_effects(worker& w, const request_in_hand& r) {
     w.counters.pow_verifications[static_cast<std::size_t>(*fx.gate.verification)].add();
   }
   if (fx.gate.extra_valid) w.counters.pow_verifications[0].add();
+  if (fx.gate.cleared) w.counters.pow_clearances[1].add();
+  if (!a.clearance.empty()) w.counters.pow_clearances[0].add();
   if (fx.gate.pow_failed) {
     record_violation(w, snap, a.who, snap.policy.violations().pow_failed, a.gate.now);
   }

@@ -89,6 +89,7 @@ void gate::before_limits(const gate_input& in, gate_verdict& v) const {
     // A clearance earned since the client's last violation waives it (docs/design.md §16).
     if (n > 0 && cleared(in, bits)) {
       v.cleared = true;
+      v.effects.cleared = true;
     } else if (n > 0) {
       v.paid = claim_proof(pow_, v.sent, bits);
       if (!v.paid) return refuse(in, bits, v);

@@ -42,6 +42,7 @@ struct gate_effects {
   std::optional<pow::proof_failure> verification;
   bool extra_valid = false;  ///< also count one valid proof (spent, then asked for again)
   bool pow_failed = false;   ///< record a pow_failed violation against the client
+  bool cleared = false;      ///< a clearance waived the violations' requirement: count it
 };
 
 /// Where a proof was claimed: what losing the claim changes.

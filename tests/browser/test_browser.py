@@ -198,6 +198,7 @@ class BrowserPage(unittest.IsolatedAsyncioTestCase):
 
     def test_raw_an_api_client_sends_its_clearance_back_until_it_violates_again(self):
         self.violate()
+        before = self.gw.metrics()
         status, head, _ = self.guarded("/guarded/api")
         self.assertEqual(status, 428)
         nonce = subprocess.run([h.binary("tollgate"), "pow", "solve", head["x-pow-challenge"],
@@ -214,6 +215,11 @@ class BrowserPage(unittest.IsolatedAsyncioTestCase):
             status, head, body = self.guarded(f"/guarded/api{n}", f"X-PoW-Clearance: {clearance}\r\n")
             self.assertEqual(status, 200, body)
             self.assertNotIn("x-pow-clearance", echo_headers(body))
+        # Counted: one issued, three accepted.
+        after = self.gw.metrics()
+        for result, n in (("issued", 1), ("accepted", 3)):
+            self.assertEqual(after.value("tollgate_pow_clearances_total", result=result) -
+                             before.value("tollgate_pow_clearances_total", result=result), n)
         # Without it, the requirement stands.
         self.assertEqual(self.guarded("/guarded/api")[0], 428)
         # Bound to the address: another client's is no good (127.0.0.2 with violations too).

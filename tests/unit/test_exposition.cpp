@@ -58,6 +58,7 @@ std::unique_ptr<metrics::worker_counters> worker(std::uint64_t scale) {
   f(w->bytes_sent);
   f(w->pow_challenges);
   f(w->pow_verifications);
+  f(w->pow_clearances);
   f(w->violations);
   f(w->token_checks);
   f(w->bans);
