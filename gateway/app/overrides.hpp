@@ -1,9 +1,7 @@
 #pragma once
-/// The admin API's overrides (docs/design.md §15, "Overrides") as the process keeps them: their
-/// JSON (what an operator PUTs, what GET lists, what Redis holds), and where they are kept — the
-/// process's override_book, and with `store: redis` a hash in Redis that every replica follows.
-
-#include <boost/json/object.hpp>
+/// Where the admin API's overrides (docs/design.md §15, "Overrides") are kept: the process's
+/// override_book, and with `store: redis` a hash in Redis that every replica follows. Their JSON
+/// is override_json.hpp's.
 
 #include <chrono>
 #include <memory>
@@ -11,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/app/override_json.hpp"
 #include "gateway/core/clock.hpp"
 #include "gateway/policy/overrides.hpp"
 #include "gateway/store/decision_store.hpp"
@@ -20,19 +19,6 @@ class redis_records;
 }
 
 namespace tollgate::app {
-
-/// Unix ns `t` as RFC 3339 UTC ("2027-01-01T00:00:00Z").
-std::string rfc3339(core::nanos t);
-/// RFC 3339 date-time (`Z` or an offset, optional fraction) as unix ns; nullopt otherwise.
-std::optional<core::nanos> parse_rfc3339(std::string_view text);
-
-/// The override an operator wrote in `body` (a PUT at unix time `now`), or, when `stored`, one
-/// as override_json wrote it (its id and creation time kept). nullopt, and `error` saying
-/// what is wrong, when it is not one.
-std::optional<policy::override_rule> override_from_json(std::string_view body, core::nanos now,
-                                                        bool stored, std::string& error);
-/// `r` as JSON: its id, target, tier or numbers, expiry and creation.
-boost::json::object override_json(const policy::override_rule& r);
 
 /// Where the overrides are kept: the book the workers read, and with `store: redis` Redis.
 /// Thread safety: put and remove from the control thread; the follower writes the book from
