@@ -144,10 +144,17 @@ pkey_ptr rsa_key(const json::object& k) {
 }
 
 pkey_ptr ec_key(const json::object& k, std::uint8_t f) {
-  const std::string x = member_bytes(k, "x");
-  const std::string y = member_bytes(k, "y");
+  std::string x = member_bytes(k, "x");
+  std::string y = member_bytes(k, "y");
   const std::size_t n = coordinate_bytes(f);
-  if (x.size() != n || y.size() != n) throw std::runtime_error("EC coordinates of the wrong size");
+  if (x.empty() || y.empty() || x.size() > n || y.size() > n) {
+    throw std::runtime_error("EC coordinates of the wrong size");
+  }
+  // RFC 7518 §6.2.1.2 wants the curve's full size, but some libraries (PyJWT before 2.8) leave
+  // out leading zero bytes, about one key in a hundred: padded back (the point is still checked
+  // on the curve).
+  x.insert(0, n - x.size(), '\0');
+  y.insert(0, n - y.size(), '\0');
   std::string point = "\x04" + x + y;  // uncompressed (SEC 1 §2.3.3); checked on the curve
   const char* group = f == p256 ? "prime256v1" : f == p384 ? "secp384r1" : "secp521r1";
   return from_params("EC", [&](OSSL_PARAM_BLD* bld, std::vector<BIGNUM*>&) {

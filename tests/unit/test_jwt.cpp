@@ -3,6 +3,10 @@
 // must give: every algorithm accepted, every refusal with its reason; and the worker's cache of
 // verified tokens.
 
+#include <openssl/core_names.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 #include <string>
@@ -10,6 +14,7 @@
 
 #include "gateway/identity/jwt.hpp"
 #include "gateway/identity/token_cache.hpp"
+#include "gateway/pow/crypto.hpp"
 #include "tests/identity/jwt_vectors.hpp"
 
 namespace {
@@ -99,6 +104,40 @@ TEST_CASE("a key set that is not one is refused with its reason", "[identity]") 
   std::vector<std::string> skipped;
   CHECK_THROWS(identity::key_set::parse(off_curve, &skipped));
   REQUIRE(skipped.size() == 1);
+}
+
+TEST_CASE("an EC key whose coordinates leave out leading zero bytes is read, padded",
+          "[identity]") {
+  // PyJWT before 2.8 writes an EC coordinate in as few bytes as its number needs: a P-256 key
+  // whose x starts with a zero byte (one in 256) is published with a 31-byte x.
+  std::string x, y;
+  for (int tries = 0; tries < 20000 && x.empty(); ++tries) {
+    EVP_PKEY* key = EVP_EC_gen("P-256");
+    REQUIRE(key != nullptr);
+    unsigned char point[65];
+    std::size_t length = 0;
+    REQUIRE(EVP_PKEY_get_octet_string_param(key, OSSL_PKEY_PARAM_PUB_KEY, point, sizeof point,
+                                            &length) == 1);
+    EVP_PKEY_free(key);
+    REQUIRE(length == 65);
+    if (point[1] != 0) continue;
+    x.assign(reinterpret_cast<const char*>(point) + 2, 31);  // the zero byte left out
+    y.assign(reinterpret_cast<const char*>(point) + 33, 32);
+  }
+  REQUIRE(x.size() == 31);
+  auto jwk = [](std::string_view xs, std::string_view ys) {
+    return json::serialize(
+        json::object{{"keys", json::array{json::object{{"kty", "EC"},
+                                                       {"crv", "P-256"},
+                                                       {"kid", "short"},
+                                                       {"x", pow::base64url_encode(xs)},
+                                                       {"y", pow::base64url_encode(ys)}}}}});
+  };
+  CHECK(identity::key_set::parse(jwk(x, y))->keys().size() == 1);
+  // Longer than the curve's size, or empty: refused.
+  std::vector<std::string> skipped;
+  CHECK_THROWS(identity::key_set::parse(jwk(std::string(2, '\0') + x, y), &skipped));
+  CHECK_THROWS(identity::key_set::parse(jwk("", y), &skipped));
 }
 
 TEST_CASE("a hot token is verified once, then answered from the cache", "[identity]") {
