@@ -99,8 +99,9 @@ std::optional<core::nanos> parse_rfc3339(std::string_view t) {
   // YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)
   const int y = digits(t, 0, 4), mo = digits(t, 5, 2), d = digits(t, 8, 2);
   const int h = digits(t, 11, 2), mi = digits(t, 14, 2), s = digits(t, 17, 2);
-  // Years from 1970 to 2200: unix nanoseconds in 64 bits reach 2262.
-  if (t.size() < 20 || y < 1970 || y > 2200 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 ||
+  // Years around 1970 to 2200 (the instant itself is bounded below): unix nanoseconds in 64
+  // bits reach 2262.
+  if (t.size() < 20 || y < 1969 || y > 2201 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 ||
       h > 23 || mi < 0 || mi > 59 || s < 0 || s > 60 || t[4] != '-' || t[7] != '-' ||
       (t[10] != 'T' && t[10] != 't' && t[10] != ' ') || t[13] != ':' || t[16] != ':') {
     return std::nullopt;
@@ -132,6 +133,9 @@ std::optional<core::nanos> parse_rfc3339(std::string_view t) {
   const std::int64_t days =
       core::detail::days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
   const std::int64_t secs = days * core::detail::seconds_per_day + h * 3600 + mi * 60 + s - offset;
+  // From 1970 to the end of 2200 (UTC): what rfc3339() writes, read back the same.
+  constexpr std::int64_t end_of_2200 = 7'289'654'400;
+  if (secs < 0 || secs >= end_of_2200) return std::nullopt;
   return secs * core::ns_per_s + fraction;
 }
 
