@@ -73,6 +73,7 @@ class cidr {
   std::string to_string() const;
   /// Its prefix length.
   std::uint8_t prefix() const noexcept { return prefix_; }
+  friend bool operator==(const cidr&, const cidr&) = default;
 
  private:
   /// `a` with the bits below the prefix cleared.

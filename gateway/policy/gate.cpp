@@ -60,7 +60,6 @@ bool gate::screen(const gate_input& in, gate_verdict& v) const {
   v.limits_checked = false;
   v.effects = {};
   v.paid = false;
-  v.cleared = false;
   v.claimed = claim_stage::none;
   v.sent = {};
   // 0. The access allow list: no ban, proof or limit applies.
@@ -88,7 +87,6 @@ void gate::before_limits(const gate_input& in, gate_verdict& v) const {
         pow::required_bits(n, c.pow.base_bits, c.pow.step_bits, c.pow.max_bits), in.pow_shift);
     // A clearance earned since the client's last violation waives it (docs/design.md §16).
     if (n > 0 && cleared(in, bits)) {
-      v.cleared = true;
       v.effects.cleared = true;
     } else if (n > 0) {
       v.paid = claim_proof(pow_, v.sent, bits);

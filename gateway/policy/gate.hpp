@@ -64,7 +64,6 @@ struct gate_verdict {
   gate_effects effects;          ///< to apply
   proof sent;                    ///< the proof as judged so far (carried between steps)
   bool paid = false;             ///< a proof was spent on the violations' requirement
-  bool cleared = false;          ///< a clearance waived the violations' requirement
   claim_stage claimed = claim_stage::none;  ///< where the proof to spend was claimed
   unsigned claimed_bits = 0;                ///< what it was claimed for (requirement)
 

@@ -276,15 +276,7 @@ bool override_book::replace_all(std::vector<override_rule> rules) {
             [](const override_rule& a, const override_rule& b) { return a.id < b.id; });
   if (rules.size() > capacity) rules.resize(capacity);
   std::lock_guard lock(mu_);
-  const bool same =
-      std::equal(rules.begin(), rules.end(), rules_.begin(), rules_.end(),
-                 [](const override_rule& a, const override_rule& b) {
-                   return a.id == b.id && a.tier == b.tier && a.short_term == b.short_term &&
-                          a.long_term == b.long_term && a.expires == b.expires &&
-                          a.created == b.created && a.key == b.key && a.limit == b.limit &&
-                          a.by == b.by && a.address.to_string() == b.address.to_string();
-                 });
-  if (same) return false;
+  if (rules == rules_) return false;
   rules_ = std::move(rules);
   recompile();
   return true;

@@ -52,6 +52,7 @@ struct override_rule {
   /// Its target as text ("limit per_api_key key k-123", "address 203.0.113.0/24"): two rules
   /// of the same target are one override (a PUT replaces).
   std::string target_text() const;
+  friend bool operator==(const override_rule&, const override_rule&) = default;
   /// Whether it holds at unix time `now`.
   bool live(core::nanos now) const noexcept { return expires == 0 || now < expires; }
 };

@@ -17,18 +17,6 @@ constexpr std::size_t signed_length = 1 + 16 + 8 + 1 + 4 + 8;
 constexpr std::size_t raw_length = signed_length + 32;
 static_assert((raw_length * 4 + 2) / 3 == challenge_length);
 
-void put_be(std::string& out, std::uint64_t v, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i)
-    out += static_cast<char>((v >> (8 * i)) & 0xff);
-}
-
-std::uint64_t get_be(std::string_view in, std::size_t at, int bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v = (v << 8) | static_cast<std::uint8_t>(in[at + static_cast<std::size_t>(i)]);
-  return v;
-}
-
 }  // namespace
 
 std::uint32_t category_tag(std::string_view name) noexcept {
@@ -60,10 +48,10 @@ std::string challenger::issue(const challenge_claims& c) const {
   char random[16];
   random_bytes(random, sizeof random);
   raw.append(random, sizeof random);
-  put_be(raw, static_cast<std::uint64_t>(c.expires), 8);
+  append_be(raw, static_cast<std::uint64_t>(c.expires), 8);
   raw += static_cast<char>(c.bits);
-  put_be(raw, c.category, 4);
-  put_be(raw, c.client, 8);
+  append_be(raw, c.category, 4);
+  append_be(raw, c.client, 8);
   const digest mac = key_.mac(raw);
   raw.append(reinterpret_cast<const char*>(mac.data()), mac.size());
   return base64url_encode(raw);
@@ -86,10 +74,10 @@ proof_failure challenger::check(std::string_view solution, std::int64_t now, std
   if (!equal_secret(mac.data(), raw->data() + signed_length, mac.size())) {
     return proof_failure::bad_signature;
   }
-  claims.expires = static_cast<std::int64_t>(get_be(*raw, 17, 8));
+  claims.expires = static_cast<std::int64_t>(read_be(*raw, 17, 8));
   claims.bits = static_cast<std::uint8_t>((*raw)[25]);
-  claims.category = static_cast<std::uint32_t>(get_be(*raw, 26, 4));
-  claims.client = get_be(*raw, 30, 8);
+  claims.category = static_cast<std::uint32_t>(read_be(*raw, 26, 4));
+  claims.client = read_be(*raw, 30, 8);
   if (now > claims.expires) return proof_failure::expired;
   if (claims.client != client || claims.category != category) return proof_failure::wrong_client;
   if (claims.bits < required || leading_zero_bits(sha256(solution)) < claims.bits) {

@@ -15,18 +15,6 @@ constexpr std::uint8_t version = 1;
 static_assert((signed_length + mac_length) % 3 == 0 &&
               (signed_length + mac_length) * 4 / 3 == clearance_length);
 
-void put_be(std::string& out, std::uint64_t v, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i)
-    out += static_cast<char>((v >> (8 * i)) & 0xff);
-}
-
-std::uint64_t get_be(std::string_view in, std::size_t at, int bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v = (v << 8) | static_cast<std::uint8_t>(in[at + static_cast<std::size_t>(i)]);
-  return v;
-}
-
 /// The key of clearances: the PoW secret under a label of its own, so that no challenge's MAC
 /// is ever a clearance's.
 std::string labelled(std::string_view secret) {
@@ -50,11 +38,11 @@ std::string clearance_signer::issue(const clearance_claims& c) const {
   std::string raw;
   raw.reserve(signed_length + mac_length);
   raw += static_cast<char>(version);
-  put_be(raw, static_cast<std::uint64_t>(c.issued), 8);
-  put_be(raw, static_cast<std::uint64_t>(c.expires), 8);
+  append_be(raw, static_cast<std::uint64_t>(c.issued), 8);
+  append_be(raw, static_cast<std::uint64_t>(c.expires), 8);
   raw += static_cast<char>(c.bits);
-  put_be(raw, c.client, 8);
-  put_be(raw, c.scope, 4);
+  append_be(raw, c.client, 8);
+  append_be(raw, c.scope, 4);
   const digest mac = key_.mac(raw);
   raw.append(reinterpret_cast<const char*>(mac.data()), mac_length);
   return base64url_encode(raw);
@@ -72,11 +60,11 @@ std::optional<clearance_claims> clearance_signer::check(std::string_view token, 
   const digest mac = key_.mac(std::string_view(raw->data(), signed_length));
   if (!equal_secret(mac.data(), raw->data() + signed_length, mac_length)) return std::nullopt;
   clearance_claims c;
-  c.issued = static_cast<std::int64_t>(get_be(*raw, 1, 8));
-  c.expires = static_cast<std::int64_t>(get_be(*raw, 9, 8));
+  c.issued = static_cast<std::int64_t>(read_be(*raw, 1, 8));
+  c.expires = static_cast<std::int64_t>(read_be(*raw, 9, 8));
   c.bits = static_cast<std::uint8_t>((*raw)[17]);
-  c.client = get_be(*raw, 18, 8);
-  c.scope = static_cast<std::uint32_t>(get_be(*raw, 26, 4));
+  c.client = read_be(*raw, 18, 8);
+  c.scope = static_cast<std::uint32_t>(read_be(*raw, 26, 4));
   if (now >= c.expires || c.client != client || c.scope != scope) return std::nullopt;
   return c;
 }

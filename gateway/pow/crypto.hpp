@@ -41,6 +41,20 @@ bool equal_secret(const void* a, const void* b, std::size_t n) noexcept;
 /// `n` random bytes from the operating system's generator (OpenSSL's RAND_bytes).
 void random_bytes(void* out, std::size_t n);
 
+/// Appends the low `bytes` bytes of `v` to `out`, most significant first (the token formats'
+/// integers).
+inline void append_be(std::string& out, std::uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i)
+    out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+/// The `bytes` bytes of `in` at `at` as a number, most significant first.
+inline std::uint64_t read_be(std::string_view in, std::size_t at, int bytes) noexcept {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i)
+    v = (v << 8) | static_cast<std::uint8_t>(in[at + static_cast<std::size_t>(i)]);
+  return v;
+}
+
 /// URL-safe base64 without padding (RFC 4648 §5).
 std::string base64url_encode(std::string_view bytes);
 /// The bytes of `text`, or nothing when it is not canonical URL-safe base64 without padding.

@@ -60,7 +60,6 @@ void redis_records::start() {
 }
 
 void redis_records::connect(const std::string& host, std::uint16_t port) {
-  if (link_) old_links_.push_back(std::move(link_));
   redis::link_options l;
   l.host = host;
   l.port = port;

@@ -72,11 +72,13 @@ class redis_records final : private redis::link_events {
   on_change changed_;
   boost::asio::io_context io_;
   boost::asio::steady_timer timer_{io_};
+  /// The link to the node of the hash's slot. One replaced after a MOVED keeps running on io_
+  /// (its coroutine owns it; a link has no stop) until the records end: MOVED for one slot is
+  /// rare, so these stay few.
   std::shared_ptr<redis::link> link_;
-  std::vector<std::shared_ptr<redis::link>> old_links_;  ///< replaced, kept until the end
-  std::optional<std::string> seen_;                      ///< the version last read whole
-  bool reading_ = false;                                 ///< a read is under way
-  bool down_logged_ = false;                             ///< said that Redis is unreachable
+  std::optional<std::string> seen_;  ///< the version last read whole
+  bool reading_ = false;             ///< a read is under way
+  bool down_logged_ = false;         ///< said that Redis is unreachable
   std::thread thread_;
 };
 

@@ -55,8 +55,8 @@ core::nanos floor_second(core::nanos t) {
 
 bool same(const policy::override_rule& a, const policy::override_rule& b) {
   return a.id == b.id && a.by == b.by && a.limit == b.limit && a.key == b.key &&
-         a.address.to_string() == b.address.to_string() && a.tier == b.tier &&
-         a.short_term == b.short_term && a.long_term == b.long_term;
+         a.address == b.address && a.tier == b.tier && a.short_term == b.short_term &&
+         a.long_term == b.long_term;
 }
 
 }  // namespace

@@ -492,7 +492,7 @@ TEST_CASE("gate: a clearance waives the proof violations require, up to its bits
   const core::nanos later = now + core::ns_per_s;  // earned after the violation
   auto r = run_cleared(w, "guarded", clearance(w, "guarded", 3, later), later);
   CHECK(r.answer == outcome::allowed);
-  CHECK(r.verdict.cleared);
+  CHECK(r.verdict.effects.cleared);
   CHECK_FALSE(r.verdict.effects.spend);
   // Earned with fewer bits than now required (three violations: 5 bits): a 428.
   w.violate(2);
@@ -533,7 +533,7 @@ TEST_CASE("gate: a clearance never pays past a limit", "[gate]") {
   w.exhaust("paying");
   const auto r = run_cleared(w, "paying", clearance(w, "paying", 20));
   CHECK(r.answer == outcome::challenged);  // pay to pass asks for a proof, as before
-  CHECK_FALSE(r.verdict.cleared);
+  CHECK_FALSE(r.verdict.effects.cleared);
 }
 
 TEST_CASE("clearance: lifetime doubles per bit over base_bits, capped", "[gate]") {

@@ -17,6 +17,7 @@
 #include "gateway/sim/logged_tiers.hpp"
 #include "gateway/sim/replay.hpp"
 #include "gateway/sim/report.hpp"
+#include "temp_dir.hpp"
 
 using namespace tollgate;
 using namespace tollgate::sim;
@@ -70,20 +71,7 @@ std::string rewritten(const std::vector<config::tier_source_config>& from) {
   return text;
 }
 
-/// A temporary directory with the files of one test; removed at the end.
-struct temp_dir {
-  std::string path;
-  temp_dir() {
-    char name[] = "/tmp/tollgate-sim-tiers-XXXXXX";
-    path = ::mkdtemp(name);
-  }
-  ~temp_dir() { std::system(("rm -rf '" + path + "'").c_str()); }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string p = path + "/" + name;
-    std::ofstream(p) << text;
-    return p;
-  }
-};
+using test::temp_dir;
 
 const char* const tiers_gateway = R"(
 listeners: [{ name: public, address: 127.0.0.1, port: 8080 }]
