@@ -128,6 +128,14 @@ bool is_preflight(const request_view& v) {
 /// fields added; the connection stays open only if `keep_open`.
 step answer_with(record& r, std::uint16_t status, bool keep_open) {
   r.reply.status = status;
+  // A refusal names the client's step on the penalty ladder (docs/design.md §16).
+  if (r.penalty != pow::penalty_action::none && (status == 403 || status == 429) &&
+      r.reply.content_type.empty() && !r.reply.body.empty() && r.reply.body.back() == '}') {
+    r.reply.body.pop_back();
+    r.reply.body += ",\"step\":\"";
+    r.reply.body += pow::penalty_action_name(r.penalty);
+    r.reply.body += "\"}";
+  }
   r.reply.keep_open = keep_open;
   append_own_fields(r, r.reply.fields);
   return step::answer;
@@ -289,6 +297,65 @@ const limit::limit_spec* take_places(const setting& s, record& r) {
   return nullptr;
 }
 
+/// Whether `method` is safe (RFC 9110 §9.2.1): what a client on the read_only step may still
+/// send.
+bool safe_method(std::string_view method) noexcept {
+  return method == "GET" || method == "HEAD" || method == "OPTIONS" || method == "TRACE";
+}
+
+/// Puts `r`'s client on its step of the penalty ladder `ladder` (docs/design.md §16): a ban
+/// or a read-only refusal answers at once (true); a pow step asks the gate for a proof; the
+/// others act later (throttle: the limits; warn and above: a header).
+bool penalize(const setting& s, const request_view& v, const pow::penalty_rules& ladder,
+              record& r) {
+  r.standing = s.pow.penalties().at(consumer(r), v.now, ladder);
+  r.penalty = r.standing.action(ladder);
+  switch (r.penalty) {
+    case pow::penalty_action::ban: {
+      // A ban of a timed step ends with it; one that lasts while the score holds, when the
+      // score falls below the step (a decay interval at the most from now, as far as anyone
+      // can tell the client).
+      const core::nanos end =
+          r.standing.until > 0 ? r.standing.until : v.now + ladder.decay_interval;
+      r.fx.outcome = core::outcome::banned;
+      write_banned(r.reply.body, r.reply.fields, core::ceil_seconds(end - v.now));
+      return true;
+    }
+    case pow::penalty_action::read_only:
+      if (safe_method(v.method)) return false;
+      r.fx.outcome = core::outcome::denied;
+      problem_writer(r.reply.body, 403, "Forbidden")
+          .text("detail", "this client may only read for now")
+          .text("code", "read_only")
+          .finish();
+      return true;
+    case pow::penalty_action::pow:
+      r.gate.ladder_pow = true;
+      return false;
+    default:
+      return false;
+  }
+}
+
+/// Scales `r`'s limits by its throttle step's factor (docs/design.md §16), over its tier's;
+/// a limit an override gave numbers keeps them.
+void throttle(const pow::penalty_rules& ladder, const policy::category_limits& c,
+              const std::optional<policy::override_match>& given, record& r) {
+  if (c.throttled.empty()) return;
+  const pow::penalty_step& step = ladder.steps[static_cast<std::size_t>(r.standing.step)];
+  const std::vector<limit::limit_spec>& specs = c.throttled_of(step.variant, r.consumer_tier);
+  auto scale = [&](limit::limit_group& g) {
+    if (!(given && given->any_spec && given->specs[g.spec->slot] != nullptr)) {
+      g.spec = &specs[g.spec->slot];
+    }
+  };
+  for (std::uint8_t i = 0; i < r.limits.group_count; ++i)
+    scale(r.limits.groups[i]);
+  for (std::uint8_t i = 0; i < r.limits.inflight_count; ++i)
+    scale(r.limits.inflight[i]);
+  r.limits.overridden = true;  // RateLimit-Policy shows the scaled numbers
+}
+
 /// Starts `r` afresh for request `v`.
 void begin(const request_view& v, record& r) {
   r.route = nullptr;
@@ -301,6 +368,8 @@ void begin(const request_view& v, record& r) {
   r.token_cached = false;
   r.consumer_tier = policy::no_tier;
   r.rate.consumer_tier = {};
+  r.standing = {};
+  r.penalty = pow::penalty_action::none;
   if (r.overrides) r.overrides.reset();
   r.exempt = false;
   r.upgrade = v.upgrade;
@@ -444,6 +513,12 @@ step admit(const setting& s, const request_view& v, record& r) {
     }
     r.gate.pow_shift = tiers->pow_bits[r.consumer_tier];
   }
+  // The penalty ladder (docs/design.md §16): the client's step, by its identity or address.
+  const pow::penalty_rules* ladder = r.exempt ? nullptr : s.policy.penalties();
+  if (ladder != nullptr && penalize(s, v, *ladder, r)) {
+    r.fx.upgrade_refused = r.upgrade;
+    return answer_with(r, 403, may_stay(r));
+  }
   s.gate.before_limits(r.gate, r.verdict);
   if (!r.verdict.ask_limits) return conclude(s, r);
   r.limits =
@@ -457,6 +532,7 @@ step admit(const setting& s, const request_view& v, record& r) {
     r.limits.overridden = true;
     r.overrides = *s.overrides;
   }
+  if (r.penalty == pow::penalty_action::throttle) throttle(*ladder, category, given, r);
   // Places in flight first: a request refused by them is charged nothing; one the limits
   // refuse gives them back (conclude).
   if (r.limits.inflight_count > 0 && s.inflight != nullptr) {
@@ -519,6 +595,12 @@ step tunnels_full(record& r) {
 }
 
 void append_own_fields(const record& r, std::string& out) {
+  // A client on a step of the penalty ladder is told which (docs/design.md §16).
+  if (r.penalty != pow::penalty_action::none) {
+    out += "X-RateLimit-Warning: ";
+    out += pow::penalty_action_name(r.penalty);
+    out += "\r\n";
+  }
   // A proof sent in the cookie has been judged: the browser is told to drop it.
   if (r.pow_cookie) out += clear_pow_cookie(r.tls);
   // The clearance a proof earned: in a field for API clients, and in a cookie for the browser

@@ -102,11 +102,14 @@ struct record {
   limit::inflight_holds inflight;
   /// The overrides whose limits r.limits points at, while it does.
   std::shared_ptr<const policy::override_set> overrides;
-  std::uint32_t unkeyed = 0;  ///< slots of limits whose key it lacks
-  bool exempt = false;        ///< on the access allow list
-  bool upgrade = false;       ///< a WebSocket upgrade
-  bool tls = false;           ///< came over TLS
-  bool pow_cookie = false;    ///< carried the proof cookie: the answer clears it
+  /// Its client's place on the penalty ladder (docs/design.md §16), when there is one.
+  pow::standing standing;
+  pow::penalty_action penalty = pow::penalty_action::none;  ///< that step's action
+  std::uint32_t unkeyed = 0;                                ///< slots of limits whose key it lacks
+  bool exempt = false;                                      ///< on the access allow list
+  bool upgrade = false;                                     ///< a WebSocket upgrade
+  bool tls = false;                                         ///< came over TLS
+  bool pow_cookie = false;  ///< carried the proof cookie: the answer clears it
   /// The clearance its proof earned (docs/design.md §16), sent back on the answer; "" for none.
   std::string clearance;
   std::int64_t clearance_seconds = 0;        ///< its lifetime, the cookie's Max-Age

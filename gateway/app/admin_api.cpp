@@ -38,6 +38,9 @@ net::admin_server::reply admin_api::handle(const request& r) const {
   if (path == "/admin/overrides" || path.starts_with("/admin/overrides/")) {
     return overrides(r);
   }
+  if (path.starts_with("/admin/clients/")) {
+    return clients(r, path.substr(std::string_view("/admin/clients/").size()));
+  }
   if (path == "/admin/limited") {
     if (r.method != "GET") return admin::not_allowed("GET");
     return limited(r);

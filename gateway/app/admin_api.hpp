@@ -41,7 +41,8 @@ class admin_api {
 
   /// GET /admin/bans; PUT and DELETE /admin/bans/<address or CIDR>; GET /admin/addresses/
   /// <address>; DELETE /admin/addresses/<address or CIDR> (reset); GET /admin/limited?top=N;
-  /// GET and PUT /admin/overrides, DELETE /admin/overrides/<id>.
+  /// GET and PUT /admin/overrides, DELETE /admin/overrides/<id>; GET and DELETE /admin/clients/
+  /// <address or limit/key>.
   net::admin_server::reply handle(const net::admin_server::request& r) const;
 
  private:
@@ -54,6 +55,9 @@ class admin_api {
   reply address(std::string_view target) const;
   reply reset(const request& r, std::string_view target) const;
   reply limited(const request& r) const;
+  /// GET and DELETE /admin/clients/<address> or /admin/clients/<limit>/<key>: a client on the
+  /// penalty ladder (docs/design.md §16).
+  reply clients(const request& r, std::string_view target) const;
   /// GET /admin/overrides; PUT /admin/overrides; DELETE /admin/overrides/<id>.
   reply overrides(const request& r) const;
   reply put_override(const request& r) const;

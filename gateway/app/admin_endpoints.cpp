@@ -38,11 +38,12 @@ void describe_tables(const store::decision_store& store, const policy::pow_state
     values.tables.push_back({"limiter_" + t.name, static_cast<double>(t.entries),
                              static_cast<double>(t.capacity), static_cast<double>(t.evictions)});
   }
-  pow.violations().for_each_table(
-      [&](std::string_view name, std::size_t n, std::size_t cap, std::uint64_t ev) {
-        values.tables.push_back({std::string(name), static_cast<double>(n),
-                                 static_cast<double>(cap), static_cast<double>(ev)});
-      });
+  auto add = [&](std::string_view name, std::size_t n, std::size_t cap, std::uint64_t ev) {
+    values.tables.push_back({std::string(name), static_cast<double>(n), static_cast<double>(cap),
+                             static_cast<double>(ev)});
+  };
+  pow.violations().for_each_table(add);
+  pow.penalties().for_each_table(add);
 }
 
 }  // namespace
@@ -54,6 +55,12 @@ std::string admin_endpoints::metrics(const net::admin_server& admin) const {
   values.version = std::string(s_.version);
   values.active_bans = static_cast<double>(s_.pow.violations().bans(s_.clock.now()).size() +
                                            s_.pow.manual_bans().list(s_.clock.now()).size());
+  if (const pow::penalty_rules* ladder = s_.current->policy.penalties()) {
+    // One walk of the ladder's table per scrape (bounded like the violation counters).
+    const auto n = s_.pow.penalties().census(s_.clock.now(), *ladder);
+    for (std::size_t i = 0; i < values.penalty_clients.size(); ++i)
+      values.penalty_clients[i] = static_cast<double>(n[i + 1]);
+  }
   store::store_report store = s_.store.report();
   values.store = std::move(store.counters);
   values.store_degraded = store.degraded;

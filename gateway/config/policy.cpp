@@ -33,6 +33,7 @@ struct loader {
   std::string levels_file;        ///< where `levels` was set, if anywhere
   std::string pow_counters_file;  ///< where `pow_counters` was set, if anywhere
   std::string tiers_file;         ///< where `tiers` was set, if anywhere
+  std::string penalties_file;     ///< where `penalties` was set, if anywhere
   bool host = false;              ///< a host entry's files: categories and tiers only
   /// Where each category and each reason was defined: looked up once per name, so that a
   /// file of many thousands of them loads in time linear in its size.
@@ -606,12 +607,114 @@ tiers_config read_tiers(const yaml_node& n) {
   return t;
 }
 
+/// A number from `min` to `max` (a factor).
+double as_factor(const yaml_node& n, double min, double max, const std::string& problem) {
+  double m = -1;
+  try {
+    std::size_t used = 0;
+    const std::string text = n.as_string();
+    m = std::stod(text, &used);
+    if (used != text.size()) m = -1;
+  } catch (const std::exception&) {
+    m = -1;
+  }
+  if (!(m >= min && m <= max)) n.fail(problem);
+  return m;
+}
+
+/// One step of the ladder.
+penalty_step_config read_penalty_step(const yaml_node& n) {
+  using kind = penalty_step_config::kind;
+  n.expect_keys({"at", "action", "factor", "for"});
+  penalty_step_config s;
+  s.line = n.line();
+  s.at = as_u32(n.at("at"), 1, 1'000'000);
+  const yaml_node action = n.at("action");
+  const std::string a = action.as_string();
+  if (a == "warn") {
+    s.action = kind::warn;
+  } else if (a == "throttle") {
+    s.action = kind::throttle;
+  } else if (a == "read_only") {
+    s.action = kind::read_only;
+  } else if (a == "pow") {
+    s.action = kind::pow;
+  } else if (a == "ban") {
+    s.action = kind::ban;
+  } else {
+    action.fail("expected warn, throttle, read_only, pow or ban, got '" + a + "'");
+  }
+  if (auto f = n.get("factor")) {
+    if (s.action != kind::throttle) f->fail("only a throttle step has a factor");
+    s.factor = as_factor(*f, 0.01, 0.99, "a throttle factor is a number from 0.01 to 0.99");
+  } else if (s.action == kind::throttle) {
+    n.at("factor");  // names the missing key
+  }
+  if (auto d = n.get("for")) {
+    if (s.action == kind::warn || s.action == kind::pow) {
+      d->fail("a " + a + " step lasts while the score holds: leave out `for`");
+    }
+    s.hold = d->as_duration();
+    if (s.hold <= core::duration::zero() || s.hold > std::chrono::hours(24 * 30)) {
+      d->fail("must be longer than 0 and at most 720h");
+    }
+  }
+  return s;
+}
+
+/// `penalties`: points per event, their decay, and the steps (docs/design.md §16).
+penalties_config read_penalties(const yaml_node& n, loader& ld) {
+  n.expect_keys({"points", "decay", "steps"});
+  penalties_config p;
+  p.file = n.file();
+  p.line = n.key_line();
+  for (const auto& [event, value] : n.at("points").entries()) {
+    if (!valid_name(event)) value.fail("invalid event name (use a-z, 0-9, _ and -)");
+    p.points.emplace_back(event, as_u32(value, 0, 1'000'000));
+    // Every other event is a violation reason, checked once all are read (pow_failed and
+    // token_invalid always are).
+    if (event != "rate_limited" && event != "pow_failed" && event != "token_invalid") {
+      ld.references.push_back({value.file(), value.line(), value.path(), event});
+    }
+  }
+  if (auto d = n.get("decay")) {
+    // "N/<duration>": N points off per that long without new points.
+    const std::string text = d->as_string();
+    const auto slash = text.find('/');
+    core::nanos period = 0;
+    if (slash != std::string::npos)
+      period = core::parse_duration(text.substr(slash + 1)).value_or(0);
+    std::uint32_t count = 0;
+    const std::string head = text.substr(0, slash);
+    const bool digits =
+        !head.empty() && head.size() <= 6 &&
+        std::all_of(head.begin(), head.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) count = static_cast<std::uint32_t>(std::stoul(head));
+    if (period <= 0 || count == 0 || count > 100'000) {
+      d->fail("expected points per duration such as 1/10m");
+    }
+    p.decay_points = count;
+    p.decay = std::chrono::duration_cast<core::duration>(std::chrono::nanoseconds(period));
+  }
+  const yaml_node steps = n.at("steps");
+  for (const yaml_node& i : steps.items())
+    p.steps.push_back(read_penalty_step(i));
+  if (p.steps.empty()) steps.fail("name at least one step");
+  if (p.steps.size() > 16) steps.fail("at most 16 steps");
+  for (std::size_t i = 1; i < p.steps.size(); ++i) {
+    if (p.steps[i].at <= p.steps[i - 1].at) {
+      steps.items()[i].at("at").fail("steps go up: each `at` above the one before");
+    }
+  }
+  return p;
+}
+
 void read_file(const yaml_node& root, loader& ld) {
   if (root.is_null()) return;  // an empty policy file adds nothing
   if (ld.host) {
     // One set of violation counters and address levels serves every host (docs/design.md
     // §15, "Tenants (per Host)").
-    for (const char* key : {"levels", "violations", "pow_counters"}) {
+    for (const char* key : {"levels", "violations", "pow_counters", "penalties"}) {
       if (auto n = root.get(key)) {
         n->fail(std::string(key) +
                 " are the gateway's, set in its top-level policies: a host's policy files "
@@ -619,8 +722,13 @@ void read_file(const yaml_node& root, loader& ld) {
       }
     }
   }
-  root.expect_keys({"levels", "categories", "violations", "pow_counters", "tiers"});
+  root.expect_keys({"levels", "categories", "violations", "pow_counters", "tiers", "penalties"});
   const std::string& file = root.file();
+  if (auto n = root.get("penalties")) {
+    if (!ld.penalties_file.empty()) n->fail("penalties already set in " + ld.penalties_file);
+    ld.policy.penalties = read_penalties(*n, ld);
+    ld.penalties_file = file;
+  }
   if (auto n = root.get("tiers")) {
     if (!ld.tiers_file.empty()) n->fail("tiers already set in " + ld.tiers_file);
     ld.policy.tiers = read_tiers(*n);
@@ -774,6 +882,7 @@ policy_config load_host_policies(const std::vector<std::string>& paths,
   p.prefixes = gateway.prefixes;
   p.violations = gateway.violations;
   p.pow_counters = gateway.pow_counters;
+  p.penalties = gateway.penalties;  // one ladder: its throttled limits are compiled per host too
   return p;
 }
 

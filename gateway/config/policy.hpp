@@ -173,6 +173,27 @@ struct tiers_config {
   int line = 0;
 };
 
+/// One step of the penalty ladder (docs/design.md §16).
+struct penalty_step_config {
+  enum class kind : std::uint8_t { warn, throttle, read_only, pow, ban } action = kind::warn;
+  std::uint32_t at = 0;                          ///< the score that reaches it
+  double factor = 1;                             ///< throttle: the client's limits times this
+  core::duration hold = core::duration::zero();  ///< `for`: how long it lasts once entered; 0:
+                                                 ///< while the score holds
+  int line = 0;                                  ///< where it was written
+};
+
+/// `penalties` of the gateway's policies: the penalty ladder (docs/design.md §16).
+struct penalties_config {
+  /// Points per event: `rate_limited` (the gateway's own 429s) or a violation reason.
+  std::vector<std::pair<std::string, std::uint32_t>> points;
+  core::duration decay = std::chrono::minutes(10);  ///< one point off per this long
+  std::uint32_t decay_points = 1;                   ///< ... so many points
+  std::vector<penalty_step_config> steps;           ///< by ascending `at`
+  std::string file;                                 ///< where it was written
+  int line = 0;
+};
+
 /// Prefix lengths of the address levels.
 using prefixes_config = core::level_prefixes;
 
@@ -184,6 +205,8 @@ struct policy_config {
   pow_counters_config pow_counters;          ///< counter settings
   std::vector<std::string> files;            ///< the files read
   std::optional<tiers_config> tiers;         ///< consumer tiers, when a file sets them
+  /// The penalty ladder, when a file sets one (the gateway's: a host entry carries it too).
+  std::optional<penalties_config> penalties;
 
   /// The category called `name`, or nullptr.
   const category_config* category(const std::string& name) const;
@@ -210,8 +233,8 @@ inline constexpr std::size_t max_coverage_warnings = 20;
 policy_config load_policies(const std::vector<std::string>& paths);
 
 /// Reads the policy files of one `hosts` entry (docs/design.md §15, "Tenants (per Host)"):
-/// categories and tiers; `levels`, `violations` and `pow_counters` are refused, and the result
-/// carries `gateway`'s, whose reasons its status_violations may name.
+/// categories and tiers; `levels`, `violations`, `pow_counters` and `penalties` are refused, and
+/// the result carries `gateway`'s, whose reasons its status_violations may name.
 policy_config load_host_policies(const std::vector<std::string>& paths,
                                  const policy_config& gateway);
 

@@ -17,7 +17,8 @@ enum class outcome : std::uint8_t {
   banned,          ///< 403: banned
   shadow_limited,  ///< forwarded: only a shadowed limit would have rejected it
   error,           ///< 503: the limiter store did not answer
-  denied,          ///< 403: on the access deny list
+  denied,          ///< 403: on the access deny list, or an unsafe method on the penalty
+                   ///< ladder's read_only step (docs/design.md §16)
   unauthorized     ///< 401: its token was refused (docs/design.md §15, on_invalid: reject)
 };
 /// Number of outcomes.

@@ -84,6 +84,10 @@ inline constexpr auto verification_results = core::proof_failure_names;
 /// Label values of `result` of tollgate_pow_clearances_total (docs/design.md §16): earned by a
 /// proof, or accepted in place of one.
 inline constexpr std::array<std::string_view, 2> clearance_results = {"issued", "accepted"};
+/// Label values of `step` of the penalty ladder's families (docs/design.md §16): its actions
+/// from warn up, in pow::penalty_action order less `none`.
+inline constexpr std::array<std::string_view, 5> penalty_steps = {"warn", "throttle", "read_only",
+                                                                  "pow", "ban"};
 
 /// Label values of `result` of tollgate_token_checks_total: "cached" (found in a worker's
 /// memory of verified tokens, no signature checked), then core::token_failure's names.
@@ -230,6 +234,7 @@ struct worker_counters {
   std::array<counter, max_names> pow_challenges;  ///< [category] 428s issued
   std::array<counter, verification_results.size()> pow_verifications;  ///< [result]
   std::array<counter, clearance_results.size()> pow_clearances;        ///< [result]
+  std::array<counter, penalty_steps.size()> penalty_transitions;       ///< [step]
   std::array<counter, max_names> violations;                           ///< [reason]
   std::array<counter, token_result_count> token_checks;                ///< [result] tokens checked
   counter bans;                                                        ///< bans imposed

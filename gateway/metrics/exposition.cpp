@@ -205,6 +205,7 @@ void add_fixed(label_sets& l) {
   l[axis::refusal] = every("reason", refusal_names);
   l[axis::verification] = every("result", verification_results);
   l[axis::clearance_result] = every("result", clearance_results);
+  l[axis::penalty_step] = every("step", penalty_steps);
   l[axis::token_result] = every("result", token_result_count, [](std::size_t r) {
     return r == 0 ? std::string_view("cached")
                   : core::token_failure_name(static_cast<core::token_failure>(r - 1));

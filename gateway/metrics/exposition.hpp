@@ -54,6 +54,8 @@ struct scrape_values {
   std::vector<std::pair<std::string, double>> tracked_keys;  ///< level -> entries held
   std::vector<table_values> tables;                          ///< every bounded table
   double active_bans = 0;                                    ///< bans in force
+  /// Clients on each step of the penalty ladder (metrics::penalty_steps order).
+  std::array<double, penalty_steps.size()> penalty_clients{};
   /// Label indices of the categories in force (a category a reload removed has no series
   /// any more).
   std::vector<std::uint16_t> categories;

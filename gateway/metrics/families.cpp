@@ -143,6 +143,18 @@ const family_row rows[] = {
      .labels = {axis::clearance_result},
      .read = [](const worker_counters& w,
                 const series_index& i) { return w.pow_clearances[i[0]].value(); }},
+    {.name = "tollgate_penalty_clients",
+     .help = "Clients on each step of the penalty ladder (docs/design.md §16), as their scores "
+             "and timed steps stand now.",
+     .type = MetricType::Gauge,
+     .labels = {axis::penalty_step},
+     .read = [](const scrape& s, const series_index& i) { return s.values.penalty_clients[i[0]]; }},
+    {.name = "tollgate_penalty_transitions_total",
+     .help = "Clients put on a higher step of the penalty ladder by their points, by the step "
+             "entered (the way down is the decay's, seen in tollgate_penalty_clients).",
+     .labels = {axis::penalty_step},
+     .read = [](const worker_counters& w,
+                const series_index& i) { return w.penalty_transitions[i[0]].value(); }},
     {.name = "tollgate_token_checks_total",
      .help = "Tokens checked (docs/design.md §15): cached, answered from a worker's memory of "
              "verified tokens; otherwise the signature was checked, and verified or why not.",

@@ -52,8 +52,9 @@ enum class axis : std::uint8_t {
   admin_closed,      ///< `reason`: room, refused
   token_result,      ///< `result` of tollgate_token_checks_total
   clearance_result,  ///< `result` of tollgate_pow_clearances_total
+  penalty_step,      ///< `step`: the penalty ladder's actions (docs/design.md §16)
 };
-inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::clearance_result) + 1;
+inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::penalty_step) + 1;
 
 /// Label indices of one series, by axis position in its family.
 using series_index = std::array<std::size_t, 5>;

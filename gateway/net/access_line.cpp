@@ -109,6 +109,7 @@ void append_access_line(std::string& out, bool json, std::chrono::system_clock::
     json_text(out, "decision", e.decision);
     json_text(out, "limit", e.limit, true);
     if (!e.consumer_tier.empty()) json_text(out, "consumer_tier", e.consumer_tier);
+    if (!e.step.empty()) json_text(out, "step", e.step);
     json_text(out, "upstream", e.upstream, true);
     json_seconds(out, "upstream_time", e.upstream_seconds);
     json_number(out, "bytes", e.bytes);
@@ -134,6 +135,10 @@ void append_access_line(std::string& out, bool json, std::chrono::system_clock::
   if (!e.consumer_tier.empty()) {  // only when the policy has tiers
     out += " consumer_tier=";
     append_visible(out, e.consumer_tier);
+  }
+  if (!e.step.empty()) {  // only for a client on the penalty ladder
+    out += " step=";
+    out += e.step;
   }
   out += " upstream=";
   if (e.upstream.empty()) {

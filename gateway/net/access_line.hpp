@@ -21,10 +21,11 @@ struct access_entry {
   std::string_view decision;       ///< the label of tollgate_requests_total
   std::string_view limit;          ///< the binding limit ("name.tier"), or "" for none
   std::string_view consumer_tier;  ///< its consumer tier (docs/design.md §15), or "" for none
-  std::string_view upstream;       ///< where it went, or "" when answered by the gateway
-  double upstream_seconds = -1;    ///< sending it upstream to the response head; < 0: not sent
-  std::uint64_t bytes = 0;         ///< sent to the client for it, head included
-  double seconds = 0;              ///< from its head to the end of its response
+  std::string_view step;  ///< its client's penalty ladder step (docs/design.md §16), or "" for none
+  std::string_view upstream;     ///< where it went, or "" when answered by the gateway
+  double upstream_seconds = -1;  ///< sending it upstream to the response head; < 0: not sent
+  std::uint64_t bytes = 0;       ///< sent to the client for it, head included
+  double seconds = 0;            ///< from its head to the end of its response
 };
 
 /// One WebSocket tunnel at its end.

@@ -84,6 +84,8 @@ void log_access(worker& w, connection_scratch& sc, double seconds, std::uint64_t
       std::chrono::system_clock::now(),
       {client, sv(req.method_string()), sv(req.target()), r.version, sc.status,
        r.adm.category().name, core::outcome_name(r.adm.fx.outcome), limit, r.adm.rate.consumer_tier,
+       r.adm.penalty == pow::penalty_action::none ? std::string_view()
+                                                  : pow::penalty_action_name(r.adm.penalty),
        forwarded ? std::string_view(snap.config.upstreams[r.adm.route->upstream].name)
                  : std::string_view(),
        r.upstream_seconds, written - r.written_before, seconds});
@@ -107,15 +109,21 @@ void apply_effects(worker& w, const request_in_hand& r) {
   if (fx.gate.cleared) w.counters.pow_clearances[1].add();
   if (!a.clearance.empty()) w.counters.pow_clearances[0].add();
   if (fx.gate.pow_failed) {
-    record_violation(w, snap, a.who, snap.policy.violations().pow_failed, a.gate.now);
+    record_violation(w, snap, a, snap.policy.violations().pow_failed, a.gate.now);
   }
   if (a.token_checked) {
     w.counters.token_checks[a.token_cached ? 0 : 1 + static_cast<std::size_t>(a.token)].add();
   }
   if (fx.token_invalid) {
-    record_violation(w, snap, a.who, snap.policy.violations().token_invalid, a.gate.now);
+    record_violation(w, snap, a, snap.policy.violations().token_invalid, a.gate.now);
   }
   if (fx.outcome == core::outcome::challenged) w.counters.pow_challenges[c].add();
+  if (fx.outcome == core::outcome::limited) {
+    // The gateway's own 429s count on the penalty ladder when it gives them points.
+    if (const pow::penalty_rules* ladder = snap.policy.penalties()) {
+      add_points(w, snap, a, ladder->rate_limited, "rate_limited", a.gate.now);
+    }
+  }
   if (fx.upgrade_refused) count_refused_upgrade(w, r, refusal_of(fx.outcome));
   if (a.verdict.limits_checked) count_limits(w, r, category, c);
 }

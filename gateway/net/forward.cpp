@@ -194,13 +194,13 @@ void record_response_violations(worker& w, const request_in_hand& r, const respo
   for (auto f = first; f != last; ++f) {
     const std::string_view reason = core::trim(sv(f->value()));
     if (const auto i = rules.find(reason)) {
-      record_violation(w, *r.snap, r.adm.who, *i, now);
+      record_violation(w, *r.snap, r.adm, *i, now);
     } else {
       spdlog::debug("upstream reported an unknown violation reason '{}'", reason);
     }
   }
   for (const auto& [s, reason] : pow.status_violations) {
-    if (s == status) record_violation(w, *r.snap, r.adm.who, reason, now);
+    if (s == status) record_violation(w, *r.snap, r.adm, reason, now);
   }
 }
 
@@ -222,9 +222,31 @@ void record_response_tier(worker& w, const request_in_hand& r, const response_pa
 
 }  // namespace
 
-void record_violation(worker& w, const snapshot& snap, const policy::client_subjects& who,
+void add_points(worker& w, const snapshot& snap, const admission::record& a, std::uint32_t points,
+                std::string_view event, core::nanos now) {
+  const pow::penalty_rules* ladder = snap.policy.penalties();
+  if (ladder == nullptr || points == 0 || a.exempt) return;
+  const pow::subject client = admission::consumer(a);
+  const pow::penalty_table::change c = w.shared.pow.penalties().add(client, points, now, *ladder);
+  if (!c.entered()) return;
+  const pow::penalty_action action = c.after.action(*ladder);
+  w.counters.penalty_transitions[static_cast<std::size_t>(action) - 1].add();
+  const bool identified =
+      a.identity && !a.identity->values.empty() && !a.identity->values[0].empty();
+  spdlog::log(action >= pow::penalty_action::read_only ? spdlog::level::warn : spdlog::level::info,
+              "penalty ladder: {} {} entered step {} ({}) at score {} after {}",
+              identified ? "identity" : "address",
+              identified ? a.identity->values[0] : a.client.to_string(), c.after.step + 1,
+              pow::penalty_action_name(action), c.after.score, event);
+}
+
+void record_violation(worker& w, const snapshot& snap, const admission::record& a,
                       std::size_t reason, core::nanos now) {
+  const policy::client_subjects& who = a.who;
   const auto& rules = snap.policy.violations();
+  if (const pow::penalty_rules* ladder = snap.policy.penalties()) {
+    add_points(w, snap, a, ladder->points[reason], rules.names[reason], now);
+  }
   w.counters.violations[snap.reason_metric[reason]].add();
   const auto until = w.shared.pow.violations().record(
       who.individual, who.network, snap.reason_slot[reason], rules.rules[reason], now);

@@ -10,9 +10,15 @@
 namespace tollgate::net {
 
 /// Records a violation of reason `reason` (an index into the snapshot's violation rules) by
-/// `who` at `now`: counts it, and logs and counts the ban it may cause.
-void record_violation(worker& w, const snapshot& snap, const policy::client_subjects& who,
+/// the client of `a` at `now`: counts it, logs and counts the ban it may cause, and adds the
+/// points the penalty ladder gives it.
+void record_violation(worker& w, const snapshot& snap, const admission::record& a,
                       std::size_t reason, core::nanos now);
+
+/// Adds `points` on the penalty ladder (docs/design.md §16) to the client of `a` at `now`,
+/// for `event`; counts and logs the step it may enter. Nothing without a ladder or points.
+void add_points(worker& w, const snapshot& snap, const admission::record& a, std::uint32_t points,
+                std::string_view event, core::nanos now);
 
 /// Forwards the request in hand of `scratch` (admitted, its head read) from the client of
 /// `watch`. Answers 502/504 itself when the upstream fails before its response starts.

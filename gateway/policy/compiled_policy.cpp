@@ -138,6 +138,51 @@ std::vector<limit::limit_spec> scaled_limits(const category_limits& c, double m)
   return out;
 }
 
+/// The penalty ladder of `p`, compiled; reasons index into `v`.
+pow::penalty_rules compile_penalties(const config::penalties_config& p, const violation_rules& v) {
+  pow::penalty_rules out;
+  out.points.assign(v.names.size(), 0);
+  for (const auto& [event, points] : p.points) {
+    if (event == "rate_limited") {
+      out.rate_limited = points;
+    } else if (const auto i = v.find(event)) {
+      out.points[*i] = points;
+    }
+  }
+  out.decay_interval = std::chrono::duration_cast<std::chrono::nanoseconds>(p.decay).count();
+  out.decay_points = p.decay_points;
+  using kind = config::penalty_step_config::kind;
+  for (const config::penalty_step_config& c : p.steps) {
+    pow::penalty_step s;
+    s.at = c.at;
+    s.factor = c.factor;
+    s.hold = std::chrono::duration_cast<std::chrono::nanoseconds>(c.hold).count();
+    switch (c.action) {
+      case kind::warn:
+        s.action = pow::penalty_action::warn;
+        break;
+      case kind::throttle: {
+        s.action = pow::penalty_action::throttle;
+        const auto f = std::find(out.factors.begin(), out.factors.end(), c.factor);
+        s.variant = static_cast<std::uint8_t>(f - out.factors.begin());
+        if (f == out.factors.end()) out.factors.push_back(c.factor);
+        break;
+      }
+      case kind::read_only:
+        s.action = pow::penalty_action::read_only;
+        break;
+      case kind::pow:
+        s.action = pow::penalty_action::pow;
+        break;
+      case kind::ban:
+        s.action = pow::penalty_action::ban;
+        break;
+    }
+    out.steps.push_back(s);
+  }
+  return out;
+}
+
 /// The consumer tiers of `p`, compiled; claim paths through `claim`.
 template <class ClaimIndex>
 tier_rules compile_tiers(const config::tiers_config& t, ClaimIndex&& claim) {
@@ -293,6 +338,25 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
           fields[f] = limit::policy_field(family_limits(c, f, c.tiered.back()), 0);
       }
     }
+    if (policy.penalties) {
+      // The ladder's throttle steps scale the client's limits over its tier's (docs/design.md
+      // §16): one set per factor and tier, compiled now rather than per request.
+      std::vector<double> factors;  // in the order compile_penalties numbers them
+      for (const auto& step : policy.penalties->steps) {
+        if (step.action == config::penalty_step_config::kind::throttle &&
+            std::find(factors.begin(), factors.end(), step.factor) == factors.end()) {
+          factors.push_back(step.factor);
+        }
+      }
+      for (const double f : factors) {
+        if (!policy.tiers) {
+          c.throttled.push_back(scaled_limits(c, f));
+        } else {
+          for (const auto& [name, m] : policy.tiers->multipliers)
+            c.throttled.push_back(scaled_limits(c, m * f));
+        }
+      }
+    }
     c.pow = compile_pow(cc, violations_);
     if (cc.websocket) c.websocket = *cc.websocket;
     c.messages = protocol::ws::compile_limits(c.websocket);
@@ -300,6 +364,7 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
     by_name_.emplace(c.name, categories_.size());
     categories_.push_back(std::move(c));
   }
+  if (policy.penalties) penalties_ = compile_penalties(*policy.penalties, violations_);
   if (policy.tiers) {
     tiers_ = compile_tiers(*policy.tiers, [this](const std::string& p) { return claim_index(p); });
   }

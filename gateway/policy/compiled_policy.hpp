@@ -51,6 +51,17 @@ struct category_limits {
   /// Per consumer tier, its policy_field.
   std::vector<std::array<std::string, 2>> tiered_policy_field;
 
+  /// Per throttle factor of the penalty ladder (docs/design.md §16) and consumer tier (none:
+  /// one), `limits` scaled by both: index variant * max(1, tiers) + tier.
+  std::vector<std::vector<limit::limit_spec>> throttled;
+
+  /// The limits of a client throttled by the ladder's factor `variant` with consumer tier
+  /// `tier` (no_tier: none).
+  const std::vector<limit::limit_spec>& throttled_of(std::uint8_t variant,
+                                                     std::uint8_t tier) const noexcept {
+    const std::size_t per = std::max<std::size_t>(1, tiered.size());
+    return throttled[variant * per + (tier < tiered.size() ? tier : 0)];
+  }
   /// The limits of consumer tier `tier` (no_tier: the configured ones).
   const std::vector<limit::limit_spec>& limits_of(std::uint8_t tier) const noexcept {
     return tier < tiered.size() ? tiered[tier] : limits;
@@ -145,6 +156,10 @@ class compiled_policy {
                                const key_sources& keys, std::uint32_t cost, core::nanos now,
                                std::uint32_t& unkeyed, std::uint8_t tier = no_tier) const;
 
+  /// The penalty ladder (docs/design.md §16), or null when there is none.
+  const pow::penalty_rules* penalties() const noexcept {
+    return penalties_ ? &*penalties_ : nullptr;
+  }
   /// The consumer tiers, or null when the policy has none.
   const tier_rules* tiers() const noexcept { return tiers_ ? &*tiers_ : nullptr; }
   /// The consumer tier of a request from `client` with `keys`: the first source of
@@ -177,6 +192,7 @@ class compiled_policy {
   std::vector<category_limits> categories_;      ///< in policy order
   std::vector<std::string> claim_paths_{"sub"};  ///< see claim_paths
   std::optional<tier_rules> tiers_;              ///< see tiers
+  std::optional<pow::penalty_rules> penalties_;  ///< see penalties
   /// Index of categories_ by name (each route is resolved through it at load).
   std::unordered_map<std::string, std::size_t, core::name_hash, std::equal_to<>> by_name_;
   limit::level_prefixes prefixes_;  ///< address level prefixes

@@ -28,6 +28,9 @@ struct gate_input {
   core::nanos now = 0;                        ///< the instant of the decision
   bool exempt = false;  ///< on the access allow list: passes, nothing asked (docs/design.md §9)
   int pow_shift = 0;    ///< bits added to every difficulty asked of it (its consumer tier's)
+  /// Its client is on the penalty ladder's pow step (docs/design.md §16): a proof is required
+  /// as for one violation at the least.
+  bool ladder_pow = false;
   /// Its clearance (`X-PoW-Clearance` or the cookie, docs/design.md §16), or "": none, or
   /// clearance is off.
   std::string_view clearance = {};

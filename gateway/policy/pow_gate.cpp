@@ -67,6 +67,8 @@ pow_state::pow_state(std::string_view secret, const config::pow_settings& settin
                                         counters.max_individual_entries,
                                         counters.max_network_entries, counters.network_min_sources},
                   max_reason_slots),
+      // Clients on the ladder are bounded like those with violations.
+      penalties_(counters.max_individual_entries),
       // Challenges carry their expiry in whole seconds (the wire's unit).
       ttl_(std::max<std::int64_t>(
           1, std::chrono::duration_cast<std::chrono::seconds>(settings.challenge_ttl).count())),

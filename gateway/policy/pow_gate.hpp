@@ -18,6 +18,7 @@
 #include "gateway/limit/address.hpp"
 #include "gateway/pow/challenge.hpp"
 #include "gateway/pow/clearance.hpp"
+#include "gateway/pow/penalties.hpp"
 #include "gateway/pow/replay_cache.hpp"
 #include "gateway/pow/violations.hpp"
 
@@ -88,6 +89,9 @@ class pow_state {
   const pow::replay_cache& replays() const noexcept { return replays_; }
   pow::violation_tables& violations() noexcept { return violations_; }
   const pow::violation_tables& violations() const noexcept { return violations_; }
+  /// Every client's place on the penalty ladder (docs/design.md §16).
+  pow::penalty_table& penalties() noexcept { return penalties_; }
+  const pow::penalty_table& penalties() const noexcept { return penalties_; }
   /// Bans placed by an operator (admin API), beside the automatic ones.
   bans::manual_bans& manual_bans() noexcept { return manual_bans_; }
   const bans::manual_bans& manual_bans() const noexcept { return manual_bans_; }
@@ -108,6 +112,7 @@ class pow_state {
   pow::clearance_signer clearances_;
   pow::replay_cache replays_;
   pow::violation_tables violations_;
+  pow::penalty_table penalties_;
   bans::manual_bans manual_bans_;
   std::int64_t ttl_;
   double hash_rate_;                     ///< pow.solver_hash_rate

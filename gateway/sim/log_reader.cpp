@@ -133,6 +133,7 @@ line_kind parse_text_rest(cursor c, core::nanos logged, core::nanos known, log_r
       !c.until(' ', decision) || !c.skip("limit=") || !c.until(' ', limit) ||
       (c.rest.starts_with("consumer_tier=") &&
        (!c.skip("consumer_tier=") || !c.until(' ', tier))) ||
+      (c.rest.starts_with("step=") && (!c.skip("step=") || !c.until(' ', field))) ||
       !c.skip("upstream=") || !c.until(' ', upstream) || !c.skip("upstream_time=") ||
       !c.until(' ', field) || !c.skip("bytes=") || !c.until(' ', field)) {
     why = "an access line with a field missing";

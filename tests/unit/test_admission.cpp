@@ -96,11 +96,11 @@ class string_headers final : public admission::header_source {
 };
 
 /// The configuration, loaded from files as the gateway loads it.
-config::gateway_config load() {
+config::gateway_config load(const char* policy = policy_text) {
   const fs::path dir =
       fs::temp_directory_path() / ("tollgate-admission-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  std::ofstream(dir / "policy.yaml") << policy_text;
+  std::ofstream(dir / "policy.yaml") << policy;
   std::ofstream(dir / "gateway.yaml") << gateway_text;
   auto c = config::load_gateway((dir / "gateway.yaml").string());
   fs::remove_all(dir);
@@ -109,7 +109,9 @@ config::gateway_config load() {
 
 /// One gateway's admission: configuration, PoW state, a store that answers at once.
 struct world {
-  config::gateway_config cfg = load();
+  explicit world(const char* policy = policy_text) : cfg(load(policy)) {}
+
+  config::gateway_config cfg;
   policy::compiled_policy compiled{cfg.policy, {1, 2}};
   policy::router router{cfg, compiled};
   policy::challenge_page page{cfg.pow.page};
@@ -118,7 +120,8 @@ struct world {
   limit::memory_store store{{}, 3};
   admission::setting setting{cfg, compiled, router, &page, gate, pow};
   admission::record r;
-  int asked = 0;  ///< times the store was asked
+  int asked = 0;         ///< times the store was asked
+  core::nanos at = now;  ///< the instant requests come
 
   /// Admits `method target` with `fields` from `peer`, the store deciding when asked.
   step run(std::string_view method, std::string_view target, std::string_view fields = "",
@@ -127,7 +130,7 @@ struct world {
     const admission::request_view v{
         method, target,  headers.get(), core::address::parse(peer).value(),
         false,  upgrade, body,          !body,
-        true,   now};
+        true,   at};
     step s = admission::spend_claimed(pow, setting, admission::admit(setting, v, r), r);
     if (s != step::ask_store) return s;
     ++asked;
@@ -439,4 +442,133 @@ TEST_CASE("admission: the gateway's own fields on its answers and the upstream's
   own.clear();
   admission::append_own_fields(w.r, own);
   CHECK(own.empty());
+}
+
+namespace {
+
+/// The categories of policy_text, with a ladder whose steps come quickly (docs/design.md §16).
+const char* const ladder_policy = R"(categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1/s, burst: 4 } }
+  keyed:
+    limits:
+      per_key: { key: { header: X-Api-Key }, short: { rate: 1/s, burst: 1 } }
+  guarded:
+    limits:
+      ipv4_individual: { short: { rate: 1/s, burst: 4 } }
+    pow: { enabled: true, base_bits: 4, step_bits: 1, max_bits: 8 }
+  scripts:
+    limits:
+      ipv4_individual: { short: { rate: 1/s, burst: 1 } }
+penalties:
+  points: { rate_limited: 1 }
+  decay: 1/10m
+  steps:
+    - { at: 2, action: warn }
+    - { at: 4, action: throttle, factor: 0.5, for: 5m }
+    - { at: 6, action: read_only, for: 1h }
+    - { at: 8, action: pow }
+    - { at: 10, action: ban, for: 1h }
+)";
+
+/// Puts the client at `peer` at `score` on the ladder of `w`, at `now`.
+void score(world& w, std::uint32_t points, std::string_view peer = "203.0.113.7") {
+  const auto who = policy::subjects_of(core::address::parse(peer).value(), w.compiled.prefixes());
+  w.pow.penalties().add(who.individual, points, now, *w.compiled.penalties());
+}
+
+std::string own_fields(const admission::record& r) {
+  std::string out;
+  admission::append_own_fields(r, out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("admission: each step of the penalty ladder, its header and its answer") {
+  struct row {
+    std::uint32_t points;
+    const char* method;
+    const char* target;
+    step want;
+    std::uint16_t status;  ///< of an answer
+    const char* warning;   ///< X-RateLimit-Warning, or "" for none
+    const char* body;      ///< part of the answer's body
+  };
+  const row rows[] = {
+      {0, "GET", "/a", step::forward, 0, "", ""},
+      {1, "GET", "/a", step::forward, 0, "", ""},
+      {2, "GET", "/a", step::forward, 0, "warn", ""},
+      {4, "GET", "/a", step::forward, 0, "throttle", ""},
+      {6, "GET", "/a", step::forward, 0, "read_only", ""},
+      {6, "HEAD", "/a", step::forward, 0, "read_only", ""},
+      {6, "POST", "/a", step::answer, 403, "read_only", R"("code":"read_only","step":"read_only")"},
+      {6, "DELETE", "/a", step::answer, 403, "read_only", R"("step":"read_only")"},
+      {8, "POST", "/a", step::forward, 0, "pow", ""},  // no proof of work in general
+      {8, "GET", "/pay/", step::answer, 428, "pow", R"("code":"pow_required")"},
+      {10, "GET", "/a", step::answer, 403, "ban", R"("retry_after":3600,"step":"ban")"},
+  };
+  for (const auto& x : rows) {
+    world w(ladder_policy);
+    INFO(x.points << " points: " << x.method << " " << x.target);
+    score(w, x.points);
+    CHECK(w.run(x.method, x.target) == x.want);
+    const std::string own = own_fields(w.r);
+    if (*x.warning != 0) {
+      CHECK(has(own, std::string("X-RateLimit-Warning: ") + x.warning + "\r\n"));
+    } else {
+      CHECK_FALSE(has(own, "X-RateLimit-Warning"));
+    }
+    if (x.want != step::answer) continue;
+    CHECK(w.r.reply.status == x.status);
+    CHECK(has(w.r.reply.body, x.body));
+    CHECK(has(w.r.reply.fields, std::string("X-RateLimit-Warning: ") + x.warning));
+    if (x.status == 403 && x.points == 10) CHECK(has(w.r.reply.fields, "Retry-After: 3600\r\n"));
+    if (x.status != 428) CHECK(w.asked == 0);  // refused before the limits: nothing charged
+  }
+}
+
+TEST_CASE("admission: a throttled client's limits are scaled, and its 429 names the step") {
+  world w(ladder_policy);
+  score(w, 4);  // burst 4 x 0.5
+  CHECK(w.run("GET", "/a") == step::forward);
+  CHECK(w.r.limits.overridden);  // RateLimit-Policy written from the scaled limits
+  CHECK(w.r.limits.groups[0].spec->tiers[0].burst == 2);
+  CHECK(w.run("GET", "/a") == step::forward);
+  CHECK(w.run("GET", "/a") == step::answer);
+  CHECK(w.r.reply.status == 429);
+  CHECK(has(w.r.reply.body, R"("step":"throttle")"));
+  CHECK(w.r.fx.outcome == outcome::limited);
+  // Its neighbour, on no step, has the whole burst (its own key, the configured numbers).
+  for (int i = 0; i < 4; ++i)
+    CHECK(w.run("GET", "/a", "", "203.0.113.8") == step::forward);
+  CHECK(w.r.limits.groups[0].spec->tiers[0].burst == 4);
+  CHECK_FALSE(w.r.limits.overridden);
+}
+
+TEST_CASE("admission: the ladder's pow step takes a proof, a timed step ends with its `for`") {
+  world w(ladder_policy);
+  score(w, 8);
+  CHECK(w.run("GET", "/pay/") == step::answer);
+  CHECK(w.r.reply.status == 428);
+  const std::string proof = w.proof("guarded", 4, "203.0.113.7");
+  CHECK(w.run("GET", "/pay/", "X-PoW-Solution: " + proof + "\n") == step::forward);
+  CHECK(w.r.verdict.paid);
+
+  world t(ladder_policy);
+  score(t, 6);  // read_only for 1 h; the score decays by one per 10 min
+  t.at = now + 59 * 60 * core::ns_per_s;
+  CHECK(t.run("POST", "/a") == step::answer);
+  CHECK(has(t.r.reply.body, R"("step":"read_only")"));
+  t.at = now + 60 * 60 * core::ns_per_s;  // the step ended; the score is 0
+  CHECK(t.run("POST", "/a") == step::forward);
+  CHECK_FALSE(has(own_fields(t.r), "X-RateLimit-Warning"));
+}
+
+TEST_CASE("admission: the allow list is never on the ladder") {
+  world w(ladder_policy);
+  score(w, 10, "192.0.2.3");
+  CHECK(w.run("POST", "/a", "", "192.0.2.3") == step::forward);
+  CHECK_FALSE(has(own_fields(w.r), "X-RateLimit-Warning"));
 }

@@ -266,6 +266,8 @@ TEST_CASE("two hosts' categories of one name keep their state apart") {
 TEST_CASE("host entries' errors name file, line and key") {
   scratch s;
   s.put("levels.yaml", "levels: { ipv4_individual: 32 }\ncategories:\n  general: {}\n");
+  s.put("ladder.yaml",
+        "penalties: { points: { rate_limited: 1 }, steps: [{ at: 1, action: warn }] }\n");
   s.put("bad.yaml",
         "categories:\n  general:\n    limits:\n      ipv4_individual: { short: "
         "{ rate: 1/m, burst: 0 } }\n");
@@ -313,6 +315,9 @@ TEST_CASE("host entries' errors name file, line and key") {
        "policies)"},
       {host("  - names: [a.example]\n" + dr + "    policies: [levels.yaml]\n"),
        "levels.yaml:1: levels: levels are the gateway's, set in its top-level policies: a "
+       "host's policy files define categories and tiers"},
+      {host("  - names: [a.example]\n" + dr + "    policies: [ladder.yaml]\n"),
+       "ladder.yaml:1: penalties: penalties are the gateway's, set in its top-level policies: a "
        "host's policy files define categories and tiers"},
       {host("  - names: [a.example]\n" + dr + "    policies: [bad.yaml]\n"),
        "bad.yaml:4: categories.general.limits.ipv4_individual.short.burst: expected a whole "

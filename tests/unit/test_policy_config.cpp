@@ -100,8 +100,8 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
   };
   const bad cases[] = {
       {"levels: { ipv4_individual: 32 }\nlimits: {}\n",
-       "p.yaml:2: limits: unknown key (expected levels, categories, violations, pow_counters or "
-       "tiers)"},
+       "p.yaml:2: limits: unknown key (expected levels, categories, violations, pow_counters, "
+       "tiers or penalties)"},
       {"levels: { ipv4_individual: 33 }\n",
        "p.yaml:1: levels.ipv4_individual: expected a whole number from 1 to 32, got '33'"},
       {"levels: { ipv6_subnet: 0 }\n",
@@ -338,6 +338,18 @@ TEST_CASE("omitted settings take their documented defaults", "[config]") {
   CHECK(pf->network);
   CHECK_FALSE(pf->individual);
   CHECK(load_policy_text("", "empty.yaml").categories.empty());
+}
+
+TEST_CASE("the graduated-response example loads after the default policy", "[config]") {
+  const std::string dir = std::string(TOLLGATE_SOURCE_DIR) + "/policies/";
+  const auto p = config::load_policies({dir + "default.yaml", dir + "under-attack.yaml"});
+  REQUIRE(p.penalties.has_value());
+  CHECK(p.penalties->steps.size() == 6);
+  CHECK(p.penalties->points.size() == 5);
+  CHECK(p.penalties->steps.back().hold == std::chrono::hours(24));
+  // Alone it names reasons only default.yaml defines.
+  CHECK_THROWS_WITH(config::load_policies({dir + "under-attack.yaml"}),
+                    Catch::Contains("unknown violation reason 'failed_auth'"));
 }
 
 TEST_CASE("the example policy of docs/consumers.md loads, with its tiers and key file",
