@@ -9,6 +9,9 @@
 #   TOLLGATE_BENCH_REDIS=1 bash bench/instructions.sh ...    (store: redis, a local redis-server)
 #   TOLLGATE_BENCH_LIMITED=1 bash bench/instructions.sh ...  (the 429 path: every request past
 #                                                            the warm-up is rejected)
+#   TOLLGATE_BENCH_LADDER=1 bash bench/instructions.sh ...   (the penalty ladder on, docs/design.md
+#     §16: before each run the client earns a point on another category, so that every measured
+#     request finds it on the warn step: a table lookup and X-RateLimit-Warning)
 #   TOLLGATE_BENCH_TOKEN=plain|verified|keyed|tiered ...       (docs/design.md §15: every request
 #     carries one ES256 token made by python3-jwt; plain: no identity configured (the same
 #     request, unkeyed); verified: identity.jwt verifies it (cached after the first); keyed: and
@@ -69,9 +72,35 @@ YAML
   fi
 fi
 
+# The ladder: its client on the warn step before each measured run.
+earn_point() { :; }
+if [ -n "${TOLLGATE_BENCH_LADDER:-}" ]; then
+  cp "$policy" "$work/ladder-policy.yaml"
+  cat >>"$work/ladder-policy.yaml" <<'YAML'
+  penalized:
+    limits:
+      ipv4_individual: { short: { rate: 1/h, burst: 1 } }
+penalties:
+  points: { rate_limited: 1 }
+  decay: 1/1h
+  steps:
+    - { at: 1, action: warn }
+    - { at: 1000000, action: ban, for: 1h }
+YAML
+  sed -i "s|^policies: .*|policies: [$work/ladder-policy.yaml]|" "$work/gateway.yaml"
+  echo 'routes: [{ match: { path_prefix: /penalized }, category: penalized, upstream: app }]' \
+    >>"$work/gateway.yaml"
+  earn_point() {
+    for _ in 1 2; do curl -s -o /dev/null "http://127.0.0.1:$1/penalized"; done
+    curl -s -D - -o /dev/null "http://127.0.0.1:$1$url_path" | grep -qi '^x-ratelimit-warning: warn' ||
+      { echo "the client is not on the warn step" >&2; exit 1; }
+  }
+fi
+
 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$binary" \
   --config "$work/gateway.yaml" >"$work/cg.log" 2>&1 & cg=$!; pids+=($cg)
 port=$(public_port "$work/cg.log" 200)
+earn_point "$port"
 wrk -t1 -c16 -d3s "${wrk_header[@]}" "http://127.0.0.1:$port$url_path" >/dev/null 2>&1
 callgrind_control -z "$cg" >/dev/null
 requests=$(wrk -t1 -c16 -d"${seconds}s" "${wrk_header[@]}" "http://127.0.0.1:$port$url_path" |
@@ -86,6 +115,7 @@ printf 'instructions per request: %.0f  (%s requests under callgrind)\n' \
 
 "$binary" --config "$work/gateway.yaml" >"$work/st.log" 2>&1 & tg=$!; pids+=($tg)
 port=$(public_port "$work/st.log")
+earn_point "$port"
 wrk -t1 -c16 -d2s "${wrk_header[@]}" "http://127.0.0.1:$port$url_path" >/dev/null 2>&1
 strace -c -f -p "$tg" -o "$work/strace.txt" & st=$!
 sleep 0.5
