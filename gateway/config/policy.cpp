@@ -150,6 +150,19 @@ quota_config read_quota(const yaml_node& n) {
   return q;
 }
 
+/// `on_excess: { delay: 500ms, max_delayed: 1000 }` (docs/design.md §16).
+on_excess_config read_on_excess(const yaml_node& n) {
+  n.expect_keys({"delay", "max_delayed"});
+  on_excess_config out;
+  const yaml_node delay = n.at("delay");
+  out.delay = delay.as_duration();
+  if (out.delay < std::chrono::milliseconds(1) || out.delay > std::chrono::minutes(1)) {
+    delay.fail("expected 1ms to 1m");
+  }
+  if (auto m = n.get("max_delayed")) out.max_delayed = as_u32(*m, 1, 1'000'000);
+  return out;
+}
+
 /// One entry of a category's `limits`: an address level by its own name; the older spellings
 /// `identity: {header: ...}` and `global: {...}`; or any name with a `key`.
 limit_config read_limit(const std::string& name, const yaml_node& n) {
@@ -159,19 +172,19 @@ limit_config read_limit(const std::string& name, const yaml_node& n) {
   if (!valid_name(name)) n.fail("invalid limit name (use a-z, 0-9, _ and -)");
   const auto address = core::level_from_name(name);
   if (address) {
-    n.expect_keys({"short", "long", "shadow"});
+    n.expect_keys({"short", "long", "shadow", "on_excess"});
     out.address_level = *address;
   } else if (name == "identity" && !n.get("key")) {
-    n.expect_keys({"header", "short", "long", "quota", "shadow"});
+    n.expect_keys({"header", "short", "long", "quota", "shadow", "on_excess"});
     out.key = core::key_source::header;
     const yaml_node h = n.at("header");
     out.key_name = h.as_string();
     if (!valid_header_name(out.key_name)) h.fail("invalid header name '" + out.key_name + "'");
   } else if (name == "global" && !n.get("key")) {
-    n.expect_keys({"short", "long", "quota", "shadow"});
+    n.expect_keys({"short", "long", "quota", "shadow", "on_excess"});
     out.key = core::key_source::global;
   } else {
-    n.expect_keys({"key", "short", "long", "quota", "concurrency", "shadow"});
+    n.expect_keys({"key", "short", "long", "quota", "concurrency", "shadow", "on_excess"});
     const auto key = n.get("key");
     if (!key) {
       n.fail("limit '" + name +
@@ -202,6 +215,13 @@ limit_config read_limit(const std::string& name, const yaml_node& n) {
     n.fail("a limit needs a short tier, a long tier or both (or a quota, or a concurrency)");
   }
   if (auto s = n.get("shadow")) out.shadow = s->as_bool();
+  if (auto e = n.get("on_excess")) {
+    if (!out.tiers[0] && !out.tiers[1]) {
+      e->fail(
+          "on_excess holds requests of rate tiers (short, long), not of a quota or a concurrency");
+    }
+    out.on_excess = read_on_excess(*e);
+  }
   return out;
 }
 

@@ -37,6 +37,13 @@ struct quota_config {
   bool tiered = false;  ///< scaled by the consumer's tier (docs/design.md §15); kept for tiers
 };
 
+/// `on_excess` of a limit (docs/design.md §16 "Delay instead of reject"): a request its tiers
+/// would admit within `delay` is held until then rather than refused.
+struct on_excess_config {
+  core::duration delay{};             ///< the longest hold, 1ms..1m
+  std::uint32_t max_delayed = 1'000;  ///< most requests held at once per worker, 1..1000000
+};
+
 /// One limit of a category: a name, a key and either tiers (either may be left out) or a quota.
 struct limit_config {
   std::string name;                                  ///< an address level's name, or the operator's
@@ -46,11 +53,12 @@ struct limit_config {
   std::vector<key_part_config> parts;  ///< key composite: its parts, in order
   /// key address: the limit's own level, or `key: individual` / `key: network`
   core::address_part part = core::address_part::level;
-  std::optional<tier_config> tiers[2];  ///< indexed by core::tier
-  std::optional<quota_config> quota;    ///< a quota instead of tiers
-  std::uint32_t concurrency = 0;        ///< requests in flight instead of tiers (0: none)
-  bool shadow = false;                  ///< evaluated but not enforced (docs/design.md §12)
-  int line = 0;                         ///< where it was written
+  std::optional<tier_config> tiers[2];        ///< indexed by core::tier
+  std::optional<quota_config> quota;          ///< a quota instead of tiers
+  std::uint32_t concurrency = 0;              ///< requests in flight instead of tiers (0: none)
+  bool shadow = false;                        ///< evaluated but not enforced (docs/design.md §12)
+  std::optional<on_excess_config> on_excess;  ///< hold instead of refuse (rate tiers only)
+  int line = 0;                               ///< where it was written
 };
 
 /// Proof-of-work settings of a category (docs/design.md §5).

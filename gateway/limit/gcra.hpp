@@ -31,22 +31,31 @@ constexpr gcra_params make_params(core::rate r, std::uint32_t burst) noexcept {
 
 /// The outcome of one limit for one request.
 struct gcra_result {
-  bool allowed;  ///< whether this limit admits the request
+  bool allowed;  ///< whether this limit admits the request (at once, or after `wait`)
   nanos tat;     ///< allowed: the new tat; rejected: the stored tat (nothing is committed)
-  nanos wait;    ///< rejected: time until the request would be admitted; allowed: 0
+  /// Rejected: time until the request would be admitted at once. Allowed: 0, or within a
+  /// `delay` the time the request is held before it passes (docs/design.md §16 "Delay
+  /// instead of reject").
+  nanos wait;
 };
 
 /// Evaluates a request of `cost` against stored `tat` at `now`. An absent or idle entry is
 /// passed as any `tat <= now`. Precondition: 1 <= cost <= burst (validated at load).
-constexpr gcra_result gcra_check(nanos tat, nanos now, std::uint32_t cost,
-                                 const gcra_params& p) noexcept {
+///
+/// With a `delay` (on_excess), a request that would pass within it is admitted now and told its
+/// wait: holding it that long and then committing would store the same tat as committing now,
+/// max(tat, now) + cost * T, so the caller commits at once and holds the request afterwards.
+constexpr gcra_result gcra_check(nanos tat, nanos now, std::uint32_t cost, const gcra_params& p,
+                                 nanos delay = 0) noexcept {
   // An idle entry (tat in the past) is the same as an absent one (tat = now). The upper clamp
-  // never binds under fixed constants (tat' <= now + tau + T); it only bounds state carried
-  // over from a reload that lowered the limit to "empty bucket" under the new constants.
-  tat = std::clamp(tat, now, now + p.tolerance + p.emission);
+  // never binds under fixed constants (tat' <= now + tau + T + delay); it only bounds state
+  // carried over from a reload that lowered the limit to "empty bucket" under the new
+  // constants. It is wider by the delay: held requests' debt lies beyond tau + T, and a
+  // narrower clamp would forgive it to the next request.
+  tat = std::clamp(tat, now, now + p.tolerance + p.emission + delay);
   const nanos allow_at = tat + static_cast<nanos>(cost - 1) * p.emission - p.tolerance;
-  if (now < allow_at) return {false, tat, allow_at - now};
-  return {true, tat + static_cast<nanos>(cost) * p.emission, 0};
+  if (now + delay < allow_at) return {false, tat, allow_at - now};
+  return {true, tat + static_cast<nanos>(cost) * p.emission, allow_at > now ? allow_at - now : 0};
 }
 
 /// Requests of cost 1 that would pass now given `tat` (the new tat of an admitted request, the

@@ -1,5 +1,6 @@
 #include "gateway/limit/memory_store.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <utility>
 
@@ -143,19 +144,30 @@ decision memory_store::decide_once(const limit_request& req, std::uint32_t slice
       continue;
     }
     const bool global = is_sliced(spec);
+    const nanos delay = delay_of(req, g);
     for (std::uint8_t t = 0; t < 2; ++t) {
       if (spec.tiers[t].burst == 0) continue;
       const gcra_params p = global ? slice_params(spec.tiers[t], slice) : spec.tiers[t];
       const nanos stored = entries[g] != nullptr ? entries[g]->tat[t] : req.now;
       // A slice without burst of its own (a burst smaller than the slice count) admits nothing.
       const gcra_result r = p.burst == 0 ? gcra_result{false, req.now, p.emission}
-                                         : gcra_check(stored, req.now, req.cost, p);
-      d.limits[d.count++] = {r.tat, r.wait, g, static_cast<tier>(t), 0};
+                                         : gcra_check(stored, req.now, req.cost, p, delay);
+      d.limits[d.count++] = {r.tat, r.allowed ? 0 : r.wait, g, static_cast<tier>(t), 0};
       allow &= r.allowed;
+      // Held (docs/design.md §16): the request waits for its slowest enforced tier. A shadowed
+      // limit never holds, as it never refuses.
+      if (r.allowed && r.wait > 0 && !spec.shadow) {
+        d.hold = std::max(d.hold, r.wait);
+        d.held |= static_cast<std::uint16_t>(1u << g);
+      }
     }
   }
   d.admitted = enforced_allow;
   d.shadow_limited = enforced_allow && !shadow_allow;
+  if (!d.admitted) {  // refused as a whole: nothing is held
+    d.hold = 0;
+    d.held = 0;
+  }
 
   // Rejected: nothing is written, not even an entry for a new key. Admitted past a shadowed
   // limit's rejection: that limit is left as a rejection would leave it.

@@ -44,9 +44,18 @@ struct limit_request {
   std::uint8_t inflight_count = 0;  ///< how many
   /// Some group's limit is an override's (docs/design.md §15), not the category's.
   bool overridden = false;
+  /// Bit g: group g's on_excess is not applied to this request (its worker holds max_delayed
+  /// requests under that limit already), so a wait there refuses it (docs/design.md §16).
+  std::uint16_t no_delay = 0;
 };
 
-/// One tier's result within a decision. No default member values (see limit_group).
+/// The delay group `g` of `req` may be held for (0: none).
+inline nanos delay_of(const limit_request& req, std::uint8_t g) noexcept {
+  return (req.no_delay >> g & 1) != 0 ? 0 : req.groups[g].spec->delay;
+}
+
+/// One tier's result within a decision. No default member values (see limit_group). A tier
+/// that admitted has no wait, even when it holds the request (decision::hold tells that).
 /// A quota has one outcome, told in the same fields: `tat` is the end of its window (when it
 /// is whole again), `wait` the time until then when it rejected, `used` the cost spent in the
 /// window (committed: with this request's; otherwise as stored), and `tier` short_term.
@@ -77,7 +86,12 @@ struct decision {
   bool shadow_limited = false;        ///< admitted, but a shadowed limit would have rejected it
   std::uint8_t count = 0;             ///< used entries of `limits`
   std::uint8_t binding = no_binding;  ///< the binding enforced tier (docs/design.md §4)
-  std::uint8_t shadow_binding = no_binding;      ///< the rejecting shadowed tier with longest wait
+  std::uint8_t shadow_binding = no_binding;  ///< the rejecting shadowed tier with longest wait
+  /// Admitted: how long the caller holds the request before it goes on, the longest wait of its
+  /// enforced tiers within their limits' delay (docs/design.md §16); 0: at once.
+  nanos hold = 0;
+  /// Bit g: group g's limit is one that holds it (a wait > 0 within its delay).
+  std::uint16_t held = 0;
   std::array<limit_outcome, max_limits> limits;  ///< in request order
 };
 

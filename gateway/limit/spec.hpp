@@ -60,6 +60,11 @@ struct limit_spec {
 
   /// Requests in flight at once per key instead of tiers (docs/design.md §15); 0: not one.
   std::uint32_t concurrency = 0;
+  /// on_excess (docs/design.md §16 "Delay instead of reject"): a request its tiers would admit
+  /// within this time is held until then and admitted instead of refused; 0: refused.
+  nanos delay = 0;
+  /// on_excess: most requests one worker holds at once under this limit.
+  std::uint32_t max_delayed = 0;
 
   /// Whether it is a calendar quota rather than GCRA tiers.
   bool is_quota() const noexcept { return quota.limit != 0; }

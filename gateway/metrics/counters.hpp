@@ -231,6 +231,9 @@ struct worker_counters {
   std::array<histogram<request_buckets.size()>, max_names> request_duration;
   std::array<counter, max_names> bytes_received;  ///< [listener] from clients (TCP, at close)
   std::array<counter, max_names> bytes_sent;      ///< [listener] to clients, acknowledged
+  /// [category] requests held by a limit's on_excess before they went on (docs/design.md §16)
+  std::array<counter, max_names> delayed;
+  std::array<counter, max_names> delayed_done;    ///< [category] of those, no longer held
   std::array<counter, max_names> pow_challenges;  ///< [category] 428s issued
   std::array<counter, verification_results.size()> pow_verifications;  ///< [result]
   std::array<counter, clearance_results.size()> pow_clearances;        ///< [result]

@@ -38,6 +38,21 @@ const family_row rows[] = {
      .read = [](const worker_counters& w,
                 const series_index& i) { return w.unkeyed[i[0]][i[1]].value(); },
      .only_counted = true},
+    {.name = "tollgate_delayed_requests_total",
+     .help = "Requests a limit's on_excess held for their wait, then admitted, by category.",
+     .labels = {axis::category},
+     .read = [](const worker_counters& w,
+                const series_index& i) { return w.delayed[i[0]].value(); },
+     .only_counted = true},
+    {.name = "tollgate_delayed_requests",
+     .help = "Requests held now by a limit's on_excess, by category.",
+     .type = MetricType::Gauge,
+     .labels = {axis::category},
+     .read =
+         [](const worker_counters& w, const series_index& i) {
+           // Summed over workers modulo 2^64: the difference of the sums.
+           return w.delayed[i[0]].value() - w.delayed_done[i[0]].value();
+         }},
     {.name = "tollgate_responses_total",
      .help = "Responses sent to clients, local answers included, by category and status class.",
      .labels = {axis::category, axis::code_class},

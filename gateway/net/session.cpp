@@ -1,5 +1,8 @@
 #include "gateway/net/session.hpp"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <chrono>
 
 #include "gateway/admission/admission.hpp"
@@ -81,8 +84,10 @@ void observe_check(worker& w, std::chrono::steady_clock::time_point start) {
 
 /// Admits the request in hand (its head well framed) and, when the store answers at once
 /// (the in-process store always does), takes admission's second step. `ask_store` when the
-/// store will answer later: then await_store.
-admission::step admit_request(worker& w, connection_scratch& sc, bool tls) {
+/// store will answer later: then await_store. `held` takes its places under its limits'
+/// max_delayed before the store is asked (docs/design.md §16), and keeps those that hold it.
+admission::step admit_request(worker& w, connection_scratch& sc, bool tls,
+                              limit::held_places& held) {
   request_in_hand& r = sc.request;
   const auto& req = r.parser->get();
   r.headers.of(req.base());
@@ -102,23 +107,74 @@ admission::step admit_request(worker& w, connection_scratch& sc, bool tls) {
       admission::spend_claimed(w.shared.pow, s, admission::admit(s, view, r.adm), r.adm);
   if (step != admission::step::ask_store) return step;
   r.adm.limits.home = w.index;
+  held.take(w.held, r.adm.limits);
   const auto start = std::chrono::steady_clock::now();
   if (!w.shared.store.try_decide(r.adm.limits, r.adm.decision)) return step;
   observe_check(w, start);
+  held.keep(r.adm.decision.held);
   return admission::spend_claimed(w.shared.pow, s, admission::after_store(s, r.adm), r.adm);
 }
 
 /// Awaits the decision of a store that answers later (Redis, docs/design.md §11) on this
 /// worker's event loop, the request waiting in the scratch, then takes admission's second
 /// step. A store that fails to decide gets 503.
-task<admission::step> await_store(worker& w, connection_scratch& sc) {
+task<admission::step> await_store(worker& w, connection_scratch& sc, limit::held_places& held) {
   admission::record& a = sc.request.adm;
   const auto start = std::chrono::steady_clock::now();
   auto [ec] = co_await store::async_decide(w.shared.store, a.limits, a.decision, use_tuple);
   observe_check(w, start);
-  if (ec) co_return admission::store_failed(a);
+  if (ec) {
+    held.release();
+    co_return admission::store_failed(a);
+  }
+  held.keep(a.decision.held);
   const admission::setting s = setting_of(w, *sc.request.snap);
   co_return admission::spend_claimed(w.shared.pow, s, admission::after_store(s, a), a);
+}
+
+/// What the wait on a held request's client socket shares with the hold.
+struct hold_state {
+  timer* alarm = nullptr;  ///< the hold's timer; null once the hold is over
+  bool gone = false;       ///< the client closed or reset its connection
+};
+
+/// Holds the request in hand, admitted with a wait (docs/design.md §16 "Delay instead of
+/// reject"), for `d` on a timer of its worker: no thread waits and no lock is held. Its limits
+/// were committed when it was decided, as if at the instant it passes. True when the time ran
+/// out with the client still there; false when the client went away first (then nothing is
+/// left to forward, and ending the connection gives back what the request holds).
+task<bool> hold_request(worker& w, deadline_watch& watch, std::chrono::nanoseconds d,
+                        std::uint16_t category) {
+  w.counters.delayed[category].add();
+  struct count_done {
+    metrics::counter& done;
+    ~count_done() { done.add(); }
+  } const counting{w.counters.delayed_done[category]};
+  // No phase of the client's, but a connection is never left without a deadline: this one
+  // covers the hold, and the next phase sets its own.
+  watch.client_for(d + std::chrono::seconds(1));
+  timer alarm(watch.client.get_executor());
+  alarm.expires_after(d);
+  auto state = std::make_shared<hold_state>();
+  state->alarm = &alarm;
+  // A client gone while held ends the hold at once (as client_abort_watch in forward.cpp ends
+  // an upstream exchange). Bytes of a pipelined request, or a TLS alert, leave it alone: the
+  // client is still there, or cannot be told from one that is.
+  watch.client.async_wait(
+      tcp_socket::wait_read, [state, &client = watch.client](const error_code& ec) {
+        if (ec || state->alarm == nullptr) return;  // cancelled, or the hold is over
+        char byte;
+        const ssize_t n = ::recv(client.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          state->gone = true;
+          state->alarm->cancel();
+        }
+      });
+  co_await alarm.async_wait(use_tuple);
+  state->alarm = nullptr;
+  error_code ignored;
+  watch.client.cancel(ignored);
+  co_return !state->gone;
 }
 
 /// Takes an admitted upgrade's place under its category's max_connections_per_address
@@ -159,6 +215,7 @@ void start_request(request_in_hand& r, const core::address& peer, std::string_vi
   r.started = std::chrono::steady_clock::now();
   r.upstream_seconds = -1;
   r.written_before = written;
+  r.adm.decision.hold = 0;  // a request that asks no store (exempt, unkeyed) is never held
   r.peer = peer;
   r.peer_text = peer_text;
 }
@@ -225,11 +282,24 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
       co_return;
     }
     start_request(r, peer, peer_text, watch.stream.written);
-    admission::step step = admit_request(w, *sc, l.tls);
-    if (step == admission::step::ask_store) step = co_await await_store(w, *sc);
+    limit::held_places places;  // under max_delayed, while the request is decided or held
+    admission::step step = admit_request(w, *sc, l.tls, places);
+    if (step == admission::step::ask_store) step = co_await await_store(w, *sc, places);
     if (step == admission::step::forward && r.adm.upgrade) step = take_tunnel_place(w, *sc);
     apply_effects(w, r);
     bool stay = false;
+    if (step == admission::step::forward && r.adm.decision.hold > 0) {
+      const std::chrono::nanoseconds hold(r.adm.decision.hold);
+      if (!co_await hold_request(w, watch, hold, r.snap->metric_of(r.adm.category()))) {
+        // The client went away while held: nothing was sent, its places go back now.
+        r.adm.inflight.release();
+        sc->tunnel_place = {};
+        sc->status = 0;
+        finish_request(w, *sc, watch.stream.written);
+        co_return;
+      }
+    }
+    places.release();
     if (step == admission::step::forward) {
       stay = co_await forward(w, watch, *sc);
       if (sc->upgraded) {

@@ -11,6 +11,7 @@
 #include "gateway/core/clock.hpp"
 #include "gateway/core/log_file.hpp"
 #include "gateway/identity/token_cache.hpp"
+#include "gateway/limit/held.hpp"
 #include "gateway/limit/top_limited.hpp"
 #include "gateway/metrics/counters.hpp"
 #include "gateway/net/address_slots.hpp"
@@ -89,6 +90,8 @@ struct worker {
   address_slots* tunnels_per_address = nullptr;
   /// Requests in flight per concurrency limit and key, all workers' (docs/design.md §15).
   limit::inflight_table* inflight = nullptr;
+  /// Requests this worker holds per limit under on_excess (docs/design.md §16).
+  limit::hold_counts held;
   tunnel_list tunnels;    ///< this worker's WebSocket tunnels
   idle_connections idle;  ///< keep-alive connections between requests
   scratch_pool scratch;   ///< buffers of connections with a request

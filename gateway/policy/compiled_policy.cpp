@@ -82,6 +82,10 @@ limit::limit_spec compile_limit(const config::category_config& cc, const config:
   s.concurrency = lc.concurrency;
   if (lc.quota) s.quota = {lc.quota->limit, lc.quota->period, lc.quota->tiered};
   s.shadow = lc.shadow || cc.shadow;
+  if (lc.on_excess) {
+    s.delay = lc.on_excess->delay.count();
+    s.max_delayed = lc.on_excess->max_delayed;
+  }
   s.slot = static_cast<std::uint8_t>(slot);
   s.state_name = state_name(state_prefix, cc.name, s, prefixes);
   s.scope = limit::scope_of(s.state_name);

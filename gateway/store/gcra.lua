@@ -1,8 +1,9 @@
--- tollgate GCRA v5 (DESIGN §3, §11): with calendar quotas
+-- tollgate GCRA v6 (DESIGN §3, §11, §16): with calendar quotas and delays
 -- A batch of requests, each decided all-or-nothing, in order, as if one after the other.
 -- ARGV: now ("" = Redis TIME), the limits (count, then per limit: its kind (0 GCRA, 1 GCRA
--- shadowed, 2 quota, 3 quota shadowed), then T and burst of the short and the long tier, or
--- for a quota its limit and three zeros), the requests (count, then per request: cost, groups,
+-- shadowed, 2 quota, 3 quota shadowed), then T and burst of the short and the long tier and
+-- the delay in ns a request may wait within and still be admitted (held by the gateway for
+-- tat' - now - burst T), or for a quota its limit and four zeros), the requests (count, then per request: cost, groups,
 -- and per group: its key's index in KEYS and its limit's index, and for a quota the end of its
 -- window in Unix seconds and the milliseconds to it, both on the gateway's clock).
 -- Reply: Redis's now (s, ns), then per request its verdict (0 rejected, 1 admitted, 2
@@ -38,13 +39,14 @@ for k = 1, #keys do
 end
 
 -- Per limit l and tier t, at L[12 (2l - 2 + t) + 1 ...]: T in s and ns, burst, shadow, and
--- for the last cost seen (now is fixed for the batch): that cost, the cap now + burst T, the
--- limit now + (burst - c) T (a tat at most this admits), and c T.
+-- for the last cost seen (now is fixed for the batch): that cost, the cap now + burst T + D,
+-- the limit now + (burst - c) T + D (a tat at most this admits), and c T; D is the limit's
+-- delay, in s and ns at L[24 (l - 1) + 12] and L[24 l] (places the tiers leave unused).
 -- A quota's limit in Q[l] (its tiers have burst 0, so the GCRA steps pass it by).
 local L, Q = {}, {}
 local nl = tonumber(argv[2])
 for l = 1, nl do
-  local a = 3 + 5 * (l - 1)
+  local a = 3 + 6 * (l - 1)
   local kind = argv[a]
   if kind == '2' or kind == '3' then Q[l] = tonumber(argv[a + 1]) end
   for t = 0, 1 do
@@ -54,6 +56,9 @@ for l = 1, nl do
     L[x + 1], L[x + 2], L[x + 3], L[x + 4], L[x + 5] = ts, T - ts * B,
       Q[l] and 0 or tonumber(argv[a + 2 + 2 * t]), kind == '1' or kind == '3', 0
   end
+  local D = Q[l] and 0 or tonumber(argv[a + 5])
+  local ds = floor(D / B)
+  L[24 * l - 12], L[24 * l] = ds, D - ds * B
 end
 
 local out = {now_s, now_n}
@@ -61,8 +66,8 @@ local o = 2
 local dirty, qdirty, qms = {}, {}, {}
 local p = {}  -- per group of the request: key, limit's base in L, the tats it would write
 local pq = {}  -- per group: a quota (then p holds the window's end, the count, ms to the end)
-local a = 4 + 5 * nl
-for r = 1, tonumber(argv[3 + 5 * nl]) do
+local a = 4 + 6 * nl
+for r = 1, tonumber(argv[3 + 6 * nl]) do
   local c, groups = tonumber(argv[a]), tonumber(argv[a + 1])
   a = a + 2
   o = o + 1
@@ -107,21 +112,22 @@ for r = 1, tonumber(argv[3 + 5 * nl]) do
       if b > 0 then
         if L[x + 5] ~= c then
           local Ts, Tn = L[x + 1], L[x + 2]
+          local Ds, Dn = L[24 * l - 12], L[24 * l]
           local y = Tn * b
           local q = floor(y / B)
-          local s2, n2 = now_s + Ts * b + q, now_n + y - q * B
-          if n2 >= B then s2, n2 = s2 + 1, n2 - B end
+          local s2, n2 = now_s + Ts * b + q + Ds, now_n + y - q * B + Dn
+          while n2 >= B do s2, n2 = s2 + 1, n2 - B end
           L[x + 6], L[x + 7] = s2, n2
           y = Tn * (b - c)
           q = floor(y / B)
-          s2, n2 = now_s + Ts * (b - c) + q, now_n + y - q * B
-          if n2 >= B then s2, n2 = s2 + 1, n2 - B end
+          s2, n2 = now_s + Ts * (b - c) + q + Ds, now_n + y - q * B + Dn
+          while n2 >= B do s2, n2 = s2 + 1, n2 - B end
           L[x + 8], L[x + 9] = s2, n2
           y = Tn * c
           q = floor(y / B)
           L[x + 10], L[x + 11], L[x + 5] = Ts * c + q, y - q * B, c
         end
-        -- tat = clamp(tat, now, now + burst T)
+        -- tat = clamp(tat, now, now + burst T + D)
         if ts < now_s or (ts == now_s and tn < now_n) then ts, tn = now_s, now_n end
         if ts > L[x + 6] or (ts == L[x + 6] and tn > L[x + 7]) then ts, tn = L[x + 6], L[x + 7] end
         local ok = ts < L[x + 8] or (ts == L[x + 8] and tn <= L[x + 9])

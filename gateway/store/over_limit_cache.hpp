@@ -39,7 +39,9 @@ class over_limit_cache {
         const limit::gcra_params& p = spec.tiers[t];
         if (p.burst == 0 || e.tat[t] <= req.now || e.params[t] != p) continue;
         found[g] = &e;
-        rejects |= !limit::gcra_check(e.tat[t], req.now, req.cost, p).allowed;
+        // Within the limit's delay the request is Redis's to hold, not the cache's to refuse.
+        rejects |=
+            !limit::gcra_check(e.tat[t], req.now, req.cost, p, limit::delay_of(req, g)).allowed;
       }
     }
     if (!rejects) return false;
@@ -57,7 +59,8 @@ class over_limit_cache {
         if (p.burst == 0) continue;
         const bool known = found[g] != nullptr && found[g]->params[t] == p;
         const limit::nanos stored = known ? found[g]->tat[t] : req.now;
-        const limit::gcra_result r = limit::gcra_check(stored, req.now, req.cost, p);
+        const limit::gcra_result r =
+            limit::gcra_check(stored, req.now, req.cost, p, limit::delay_of(req, g));
         out.limits[out.count++] = {r.tat, r.allowed ? 0 : r.wait, g, static_cast<limit::tier>(t),
                                    0};
       }

@@ -3,6 +3,7 @@
 #include <hiredis/hiredis.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cstdio>
@@ -329,19 +330,27 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
       slots.push_back(table[h]);
     }
   }
-  // The batch's distinct limits (a category has a few; requests of one batch share them).
+  // The batch's distinct limits (a category has a few; requests of one batch share them),
+  // each with the delay its requests may be held for: a request whose worker holds max_delayed
+  // under a limit asks for it without (limit_request::no_delay), a limit of its own here.
   auto& specs = out.specs;
   specs.clear();
+  auto& delays = out.delays;
+  delays.clear();
   auto& spec_of = out.spec_slots;  // per entry and group: the limit's 1-based index
   spec_of.clear();
   for (const batch_entry& e : batch) {
     for (std::uint8_t g = 0; g < e.req->group_count; ++g) {
       if (!in(e.groups, g)) continue;
       const limit::limit_spec* spec = e.req->groups[g].spec;
+      const core::nanos delay = limit::delay_of(*e.req, g);
       std::size_t i = 0;
-      while (i < specs.size() && specs[i] != spec)
+      while (i < specs.size() && (specs[i] != spec || delays[i] != delay))
         ++i;
-      if (i == specs.size()) specs.push_back(spec);
+      if (i == specs.size()) {
+        specs.push_back(spec);
+        delays.push_back(delay);
+      }
       spec_of.push_back(i + 1);
     }
   }
@@ -361,12 +370,13 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
   s += now_arg;
   w.end_arg();
   w.number(static_cast<std::int64_t>(specs.size()));
-  for (const limit::limit_spec* spec : specs) {
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const limit::limit_spec* spec = specs[i];
     s += static_cast<char>('0' + (spec->is_quota() ? 2 : 0) + (spec->shadow ? 1 : 0));
     w.end_arg();
     if (spec->is_quota()) {
       w.number(spec->quota.limit);
-      for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 4; ++k)
         w.number(0);
       continue;
     }
@@ -374,6 +384,7 @@ void build_call(command_args& out, std::string_view verb, std::string_view scrip
       w.number(p.burst == 0 ? 0 : p.emission);
       w.number(p.burst);
     }
+    w.number(delays[i]);
   }
   w.number(static_cast<std::int64_t>(batch.size()));
   std::size_t k = 0;
@@ -603,10 +614,11 @@ bool read_entry(const redisReply& reply, std::size_t& at, const batch_entry& e, 
       core::nanos d = 0;
       if (at >= reply.elements || !read_tier(reply.element[at], allowed, d)) return false;
       ++at;
-      // The GCRA keeps every tat within now + burst·T (clamped so), and a rejection's stored
-      // tat lies beyond what admits the cost: its wait is positive.
-      if (d > static_cast<core::nanos>(p.burst) * p.emission) return false;
-      if (!allowed && d <= static_cast<core::nanos>(p.burst - req.cost) * p.emission) {
+      // The GCRA keeps every tat within now + burst·T + delay (clamped so), and a rejection's
+      // stored tat lies beyond what admits the cost within the delay.
+      const core::nanos delay = limit::delay_of(req, g);
+      if (d > static_cast<core::nanos>(p.burst) * p.emission + delay) return false;
+      if (!allowed && d <= static_cast<core::nanos>(p.burst - req.cost) * p.emission + delay) {
         return false;
       }
       core::nanos tat;
@@ -648,6 +660,13 @@ void assemble(const limit::limit_request& req, const script_reply& r, bool admit
       const core::nanos wait =
           tr.allowed == 1 ? 0 : tr.d - static_cast<core::nanos>(p.burst - req.cost) * p.emission;
       out.limits[out.count++] = {req.now + tr.d, wait, g, static_cast<limit::tier>(t), 0};
+      // An admitting tier whose new tat lies past now + burst·T held the request within its
+      // delay (docs/design.md §16): by that much, its wait before the commit.
+      const core::nanos hold = tr.d - static_cast<core::nanos>(p.burst) * p.emission;
+      if (admitted && tr.allowed == 1 && hold > 0 && !spec.shadow) {
+        out.hold = std::max(out.hold, hold);
+        out.held |= static_cast<std::uint16_t>(1u << g);
+      }
     }
   }
   limit::choose_binding(req, out);

@@ -88,6 +88,7 @@ struct command_args {
   // Scratch of the builders (kept to keep their capacity).
   std::vector<std::size_t> ends, key_ends, key_slots, key_table, spec_slots;
   std::vector<const limit::limit_spec*> specs;
+  std::vector<core::nanos> delays;  ///< per entry of `specs`: the delay its requests ask for
   std::string keys;
 };
 
@@ -106,13 +107,15 @@ inline constexpr std::size_t max_batch = 64;
 /// Fills `out` with the script call deciding `batch` in order (each entry all-or-nothing, as
 /// if one after the other): KEYS each distinct key once; ARGV: `now_arg` ("" in production:
 /// Redis time), the batch's distinct limits (their number, then per limit its kind (0 GCRA, 1
-/// GCRA shadowed, 2 quota, 3 quota shadowed) and T and burst of each tier, or a quota's limit
-/// and three zeros), the requests (their number, then per request its cost, its number of
-/// groups and per group its key's and its limit's index, and for a quota its window's end in
-/// Unix seconds and the milliseconds from the request's now to it).
+/// GCRA shadowed, 2 quota, 3 quota shadowed), T and burst of each tier and the delay a request
+/// may be held for (docs/design.md §16), or a quota's limit and four zeros), the requests
+/// (their number, then per request its cost, its number of groups and per group its key's and
+/// its limit's index, and for a quota its window's end in Unix seconds and the milliseconds
+/// from the request's now to it).
 /// Reply: Redis's now (seconds, nanoseconds), then per request admitted, shadow_limited, and
 /// per group and tier allowed (1, 0; -1: no such tier) and tat − now (seconds, nanoseconds);
 /// per quota group its count (−count − 1 when it rejected) and its window's end (seconds).
+/// A request admitted with a wait is told by its tiers: tat − now past burst·T by the wait.
 void build_call(command_args& out, std::string_view verb, std::string_view script_ref,
                 std::string_view prefix, std::span<const batch_entry> batch,
                 std::string_view now_arg = {});

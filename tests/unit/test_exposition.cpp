@@ -67,10 +67,12 @@ std::unique_ptr<metrics::worker_counters> worker(std::uint64_t scale) {
   f(w->ws_limited);
   f(w->ws_closes);
   f(w->ws_refused);
+  f(w->delayed);
   // Gauges are opened - closed: never below 0.
   for (std::size_t i = 0; i < metrics::max_names; ++i) {
     w->connections_closed[i].add(w->connections_opened[i].value() / 2);
     w->ws_closed[i].add(w->ws_opened[i].value() / 2);
+    w->delayed_done[i].add(w->delayed[i].value() / 2);
   }
   return w;
 }

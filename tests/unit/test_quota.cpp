@@ -422,8 +422,8 @@ TEST_CASE("quota configuration errors name file, line and key", "[quota][config]
        "p.yaml:3: categories.api.cost: cost 11 exceeds limit 10 of quota daily; such requests "
        "could never pass"},
       {head + "      ipv4_individual: { quota: { limit: 10, period: day } }\n",
-       "p.yaml:4: categories.api.limits.ipv4_individual.quota: unknown key (expected short, long "
-       "or shadow)"},
+       "p.yaml:4: categories.api.limits.ipv4_individual.quota: unknown key (expected short, long, "
+       "shadow or on_excess)"},
       {head + "      daily: { key: everyone, quota: { limit: 10, period: day } }\n",
        "p.yaml:4: categories.api.limits.daily.key: expected global, individual, network, a map "
        "with header, query, cookie, bearer or jwt_claim, or a list of these (a composite key)"},

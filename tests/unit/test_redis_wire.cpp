@@ -121,7 +121,7 @@ TEST_CASE("the script call carries the keys, the cost and each group's constants
   std::vector<std::string> args;
   for (int i = 0; i < a.count; ++i)
     args.emplace_back(a.argv[i], a.lengths[i]);
-  // KEYS, then: now (empty: Redis's), the limits (shadow, each tier's T and burst), one
+  // KEYS, then: now (empty: Redis's), the limits (shadow, each tier's T and burst, the delay), one
   // request: its cost, its groups, and per group its key's and its limit's index.
   const std::vector<std::string> expected = {
       "EVALSHA",
@@ -136,9 +136,11 @@ TEST_CASE("the script call carries the keys, the cost and each group's constants
       "5",
       "36000000000",
       "50",
+      "0",
       "1",
       "1000000000",
       "7",
+      "0",
       "0",
       "0",
       "1",
@@ -153,7 +155,7 @@ TEST_CASE("the script call carries the keys, the cost and each group's constants
 
   std::string resp;
   REQUIRE(redis::append_command(resp, a));
-  CHECK(resp.starts_with("*24\r\n$7\r\nEVALSHA\r\n$40\r\n"));
+  CHECK(resp.starts_with("*26\r\n$7\r\nEVALSHA\r\n$40\r\n"));
   // The empty "now" argument travels as an empty bulk string.
   CHECK(resp.find("\r\n$0\r\n\r\n$1\r\n2\r\n") != std::string::npos);
 
@@ -167,14 +169,14 @@ TEST_CASE("the script call carries the keys, the cost and each group's constants
   for (int i = 0; i < a.count; ++i)
     args.emplace_back(a.argv[i], a.lengths[i]);
   // 3 keys, 2 limits (listed once), 3 requests of 2 groups.
-  REQUIRE(args.size() == 2 + 1 + 3 + 1 + 1 + 2 * 5 + 1 + 3 * (2 + 2 * 2));
+  REQUIRE(args.size() == 2 + 1 + 3 + 1 + 1 + 2 * 6 + 1 + 3 * (2 + 2 * 2));
   CHECK(args[2] == "3");
   CHECK(args[5] == "{tg:198.51.100.0/24}auth/ipv4_individual/32:198.51.100.8");
   CHECK(args[7] == "2");   // limits
-  CHECK(args[18] == "3");  // requests
+  CHECK(args[20] == "3");  // requests
   // Each request: cost, groups, then (key, limit) per group. The second names keys 1 and 2,
   // the third keys 3 and 2; all three limits 1 and 2.
-  CHECK(std::vector<std::string>(args.begin() + 19, args.end()) ==
+  CHECK(std::vector<std::string>(args.begin() + 21, args.end()) ==
         std::vector<std::string>{"2", "2", "1", "1", "2", "2", "1", "2", "1", "1", "2", "2", "1",
                                  "2", "3", "1", "2", "2"});
 }
@@ -364,6 +366,6 @@ TEST_CASE("the scripts are their .lua files byte for byte, under the SHA-1s repl
   CHECK(redis::refund_script() == file("refund.lua"));
   // A new script is a new SHA-1: replicas of two versions would then run different scripts
   // on the same keys. Change these only with the script's version line.
-  CHECK(redis::gcra_sha() == "ca021870dc3bb8194e68eeeb038c4e657d4fc9b1");
+  CHECK(redis::gcra_sha() == "49abeb43e6903be94e379410aa57e63faeb8002a");
   CHECK(redis::refund_sha() == "b4e5fd5833097963d8e82f3b4d772cf0be0a37d4");
 }
