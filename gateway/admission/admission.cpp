@@ -330,7 +330,7 @@ bool penalize(const setting& s, const request_view& v, const pow::penalty_rules&
           .finish();
       return true;
     case pow::penalty_action::pow:
-      r.gate.ladder_pow = true;
+      r.gate.require_proof = true;
       return false;
     default:
       return false;
@@ -356,6 +356,51 @@ void throttle(const pow::penalty_rules& ladder, const policy::category_limits& c
   r.limits.overridden = true;  // RateLimit-Policy shows the scaled numbers
 }
 
+/// 503 under_attack (docs/design.md §16): attack mode admits only some clients, and `r`'s is
+/// not among them. Nothing was charged; Retry-After is one restore step.
+step under_attack(const policy::attack_rules& a, record& r) {
+  const std::int64_t retry = std::max<std::int64_t>(1, core::ceil_seconds(a.restore_step()));
+  r.fx.outcome = core::outcome::under_attack;
+  r.fx.upgrade_refused = r.upgrade;
+  problem_writer(r.reply.body, 503, "Service Unavailable")
+      .text("detail", "under attack: only known clients are admitted for now")
+      .text("code", "under_attack")
+      .number("retry_after", retry)
+      .finish();
+  r.reply.fields = "Retry-After: ";
+  core::append_decimal(r.reply.fields, retry);
+  r.reply.fields += "\r\n";
+  return answer_with(r, 503, may_stay(r));
+}
+
+/// What attack mode asks of `r` at its category's level (docs/design.md §16): true when it
+/// answers 503 at once; a proof of an uncleared client is left to the gate.
+bool under_attack_level(const setting& s, const policy::attack_rules& a, record& r) {
+  const policy::attack_level_rules& l = a.levels[r.attack.level];
+  bool uncleared = true;
+  if (l.admit_only || l.pow) uncleared = !(s.gate.has_clearance(r.gate));
+  if (l.admit_only) {
+    const bool admitted = (l.admit_allowed && r.exempt) || (l.admit_cleared && !uncleared);
+    // A level that also asks proofs challenges the others rather than refusing them: a proof
+    // earns the clearance that admits.
+    if (!admitted && !(l.pow && !r.exempt)) return true;
+  }
+  if (l.pow && uncleared) r.gate.require_proof = true;
+  return false;
+}
+
+/// Scales the limits `r` is to be asked by attack mode's factor (docs/design.md §16): copies
+/// of its specs, in the record.
+void scale_for_attack(record& r) {
+  for (std::uint8_t i = 0; i < r.limits.group_count; ++i) {
+    limit::limit_group& g = r.limits.groups[i];
+    r.scaled[i] = *g.spec;
+    policy::scale_limit(r.scaled[i], r.attack.factor);
+    g.spec = &r.scaled[i];
+  }
+  r.limits.overridden = true;  // RateLimit-Policy shows the scaled numbers
+}
+
 /// Starts `r` afresh for request `v`.
 void begin(const request_view& v, record& r) {
   r.route = nullptr;
@@ -370,6 +415,7 @@ void begin(const request_view& v, record& r) {
   r.rate.consumer_tier = {};
   r.standing = {};
   r.penalty = pow::penalty_action::none;
+  r.attack = {};
   if (r.overrides) r.overrides.reset();
   r.exempt = false;
   r.upgrade = v.upgrade;
@@ -519,6 +565,13 @@ step admit(const setting& s, const request_view& v, record& r) {
     r.fx.upgrade_refused = r.upgrade;
     return answer_with(r, 403, may_stay(r));
   }
+  // Attack mode (docs/design.md §16): the category's level, read from its board.
+  if (category.attack && s.attack != nullptr) {
+    r.attack = s.attack->get(category.index);
+    if (r.attack.level > 0 && under_attack_level(s, *category.attack, r)) {
+      return under_attack(*category.attack, r);
+    }
+  }
   s.gate.before_limits(r.gate, r.verdict);
   if (!r.verdict.ask_limits) return conclude(s, r);
   r.limits =
@@ -533,6 +586,7 @@ step admit(const setting& s, const request_view& v, record& r) {
     r.overrides = *s.overrides;
   }
   if (r.penalty == pow::penalty_action::throttle) throttle(*ladder, category, given, r);
+  if (r.attack.factor < 1) scale_for_attack(r);
   // Places in flight first: a request refused by them is charged nothing; one the limits
   // refuse gives them back (conclude).
   if (r.limits.inflight_count > 0 && s.inflight != nullptr) {
@@ -595,6 +649,12 @@ step tunnels_full(record& r) {
 }
 
 void append_own_fields(const record& r, std::string& out) {
+  // A category in attack mode says its level (docs/design.md §16).
+  if (r.attack.level > 0) {
+    out += "X-Tollgate-Mode: ";
+    out += policy::attack_level_names[r.attack.level];
+    out += "\r\n";
+  }
   // A client on a step of the penalty ladder is told which (docs/design.md §16).
   if (r.penalty != pow::penalty_action::none) {
     out += "X-RateLimit-Warning: ";

@@ -53,6 +53,8 @@ struct setting {
   /// The admin API's overrides compiled for this configuration (docs/design.md §15); null, or
   /// pointing at null: none.
   const std::shared_ptr<const policy::override_set>* overrides = nullptr;
+  /// Every category's attack mode status (docs/design.md §16); null: none applies.
+  const policy::attack_board* attack = nullptr;
 };
 
 /// What the caller does next.
@@ -105,11 +107,15 @@ struct record {
   /// Its client's place on the penalty ladder (docs/design.md §16), when there is one.
   pow::standing standing;
   pow::penalty_action penalty = pow::penalty_action::none;  ///< that step's action
-  std::uint32_t unkeyed = 0;                                ///< slots of limits whose key it lacks
-  bool exempt = false;                                      ///< on the access allow list
-  bool upgrade = false;                                     ///< a WebSocket upgrade
-  bool tls = false;                                         ///< came over TLS
-  bool pow_cookie = false;  ///< carried the proof cookie: the answer clears it
+  /// Its category's attack mode (docs/design.md §16) as the request met it.
+  policy::attack_status attack;
+  /// Its limits scaled by attack mode, while r.limits points at them.
+  std::array<limit::limit_spec, limit::max_groups> scaled;
+  std::uint32_t unkeyed = 0;  ///< slots of limits whose key it lacks
+  bool exempt = false;        ///< on the access allow list
+  bool upgrade = false;       ///< a WebSocket upgrade
+  bool tls = false;           ///< came over TLS
+  bool pow_cookie = false;    ///< carried the proof cookie: the answer clears it
   /// The clearance its proof earned (docs/design.md §16), sent back on the answer; "" for none.
   std::string clearance;
   std::int64_t clearance_seconds = 0;        ///< its lifetime, the cookie's Max-Age

@@ -38,6 +38,10 @@ net::admin_server::reply admin_api::handle(const request& r) const {
   if (path == "/admin/overrides" || path.starts_with("/admin/overrides/")) {
     return overrides(r);
   }
+  if (path == "/admin/attack-mode" || path.starts_with("/admin/attack-mode/")) {
+    return attack_mode(
+        r, path.substr(std::min(path.size(), std::string_view("/admin/attack-mode/").size())));
+  }
   if (path.starts_with("/admin/clients/")) {
     return clients(r, path.substr(std::string_view("/admin/clients/").size()));
   }

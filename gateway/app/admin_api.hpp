@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/app/attack_watch.hpp"
 #include "gateway/app/overrides.hpp"
 #include "gateway/core/key_block.hpp"
 #include "gateway/limit/top_limited.hpp"
@@ -28,6 +29,7 @@ struct admin_context {
   std::vector<const limit::rejection_tally*> limited;   ///< every worker's rejections
   bool shared_store = false;             ///< store: redis (a reset leaves Redis's state alone)
   override_keeper* overrides = nullptr;  ///< the overrides (docs/design.md §15)
+  attack_watch* attack = nullptr;        ///< attack mode (docs/design.md §16)
 };
 
 /// Answers /admin/ requests.
@@ -58,6 +60,8 @@ class admin_api {
   /// GET and DELETE /admin/clients/<address> or /admin/clients/<limit>/<key>: a client on the
   /// penalty ladder (docs/design.md §16).
   reply clients(const request& r, std::string_view target) const;
+  /// GET and PUT /admin/attack-mode; DELETE /admin/attack-mode/<category> (docs/design.md §16).
+  reply attack_mode(const request& r, std::string_view target) const;
   /// GET /admin/overrides; PUT /admin/overrides; DELETE /admin/overrides/<id>.
   reply overrides(const request& r) const;
   reply put_override(const request& r) const;

@@ -53,6 +53,7 @@ std::string admin_endpoints::metrics(const net::admin_server& admin) const {
   describe_tables(s_.store, s_.pow, values);
   describe_in_force(*s_.current, values);
   values.version = std::string(s_.version);
+  s_.attack.describe(values);
   values.active_bans = static_cast<double>(s_.pow.violations().bans(s_.clock.now()).size() +
                                            s_.pow.manual_bans().list(s_.clock.now()).size());
   if (const pow::penalty_rules* ladder = s_.current->policy.penalties()) {
@@ -85,7 +86,7 @@ std::pair<bool, std::string> admin_endpoints::ready() const {
 
 net::admin_server::reply admin_endpoints::api(const net::admin_server::request& r) const {
   return admin_api({s_.pow, s_.store, s_.clock, s_.current, s_.server.limited(), shared_store_,
-                    &s_.overrides})
+                    &s_.overrides, &s_.attack})
       .handle(r);
 }
 

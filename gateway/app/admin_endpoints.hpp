@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "gateway/app/attack_watch.hpp"
 #include "gateway/app/overrides.hpp"
 #include "gateway/core/clock.hpp"
 #include "gateway/metrics/exposition.hpp"
@@ -30,6 +31,7 @@ struct admin_sources {
   const bool& draining;                                 ///< a stop signal came: not ready
   std::string_view version;                             ///< tollgate_build_info
   override_keeper& overrides;                           ///< the admin API's overrides
+  attack_watch& attack;                                 ///< attack mode (docs/design.md §16)
 };
 
 /// The admin listener's answers.

@@ -1,4 +1,5 @@
 #include "gateway/app/serve.hpp"
+#include "gateway/app/attack_watch.hpp"
 #include "gateway/net/jwks_fetch.hpp"
 
 #include <pthread.h>
@@ -124,6 +125,7 @@ class gateway_process {
     admin_->start();
     server_->start();
     overrides_->start();
+    attack_->start();
     follow_jwks();
     notify_systemd("READY=1");  // Type=notify: systemd may now send reloads
     wait_signal();
@@ -243,8 +245,9 @@ class gateway_process {
 
   /// The admin listener, on this thread with the signals.
   bool open_admin() {
+    attack_.emplace(control_, current_, *server_, clock_);
     endpoints_.emplace(admin_sources{*store_, *pow_, clock_, current_, *server_, metrics_,
-                                     draining_, version_, *overrides_});
+                                     draining_, version_, *overrides_, *attack_});
     try {
       const auto& a = current_->config.admin;
       admin_ = std::make_unique<net::admin_server>(
@@ -357,6 +360,7 @@ class gateway_process {
     stopper_ = std::thread([this, drain] {
       server_->stop(drain);
       asio::post(control_, [this] {
+        attack_->stop();
         admin_->stop();
         control_.stop();
       });
@@ -382,6 +386,7 @@ class gateway_process {
   std::optional<asio::signal_set> signals_;       ///< SIGINT, SIGTERM, SIGHUP, SIGUSR1
   std::unique_ptr<net::jwks_fetcher> jwks_;       ///< identity.jwt.jwks_url, when set
   std::optional<net::server> server_;             ///< the workers
+  std::optional<attack_watch> attack_;            ///< attack mode (docs/design.md §16)
   std::optional<admin_endpoints> endpoints_;      ///< what the admin listener answers
   std::unique_ptr<net::admin_server> admin_;      ///< the admin listener
   bool draining_ = false;                         ///< a stop signal came

@@ -350,9 +350,134 @@ cors_config read_cors(const yaml_node& n) {
   return c;
 }
 
+/// A number from `min` to `max` (a factor).
+double as_factor(const yaml_node& n, double min, double max, const std::string& problem) {
+  double m = -1;
+  try {
+    std::size_t used = 0;
+    const std::string text = n.as_string();
+    m = std::stod(text, &used);
+    if (used != text.size()) m = -1;
+  } catch (const std::exception&) {
+    m = -1;
+  }
+  if (!(m >= min && m <= max)) n.fail(problem);
+  return m;
+}
+
+/// A multiple of the baseline such as `2x` or `2.5x`, from 1.1x to 100000x.
+double read_multiple(const yaml_node& n) {
+  constexpr double min = 1.1, max = 100000;
+  std::string text = n.as_string();
+  double m = -1;
+  if (!text.empty() && text.back() == 'x') {
+    text.pop_back();
+    try {
+      std::size_t used = 0;
+      m = std::stod(text, &used);
+      if (used != text.size()) m = -1;
+    } catch (const std::exception&) {
+      m = -1;
+    }
+  }
+  if (!(m >= min && m <= max)) {
+    n.fail("expected a multiple of the baseline such as 2x, from 1.1x to 100000x");
+  }
+  return m;
+}
+
+/// `attack_mode` of a category whose proof-of-work settings are `pow`.
+attack_mode_config read_attack_mode(const yaml_node& n, const pow_config& pow) {
+  n.expect_keys({"baseline", "sustain", "levels", "cool_down", "restore"});
+  attack_mode_config a;
+  a.line = n.key_line();
+  if (auto b = n.get("baseline")) {
+    b->expect_keys({"window", "floor"});
+    if (auto w = b->get("window")) {
+      a.window = w->as_duration();
+      if (a.window < std::chrono::seconds(10) || a.window > std::chrono::hours(24 * 30)) {
+        w->fail("must be from 10s to 720h");
+      }
+    }
+    if (auto f = b->get("floor")) {
+      const core::rate r = f->as_rate();
+      a.floor = static_cast<double>(r.count) * 1e9 / static_cast<double>(r.period);
+    }
+  }
+  auto duration = [](const yaml_node& d, core::duration min, core::duration max,
+                     const char* range) {
+    const core::duration v = d.as_duration();
+    if (v < min || v > max) d.fail(std::string("must be from ") + range);
+    return v;
+  };
+  if (auto s = n.get("sustain")) {
+    a.sustain = duration(*s, std::chrono::seconds(1), std::chrono::hours(1), "1s to 1h");
+  }
+  if (auto c = n.get("cool_down")) {
+    a.cool_down = duration(*c, std::chrono::seconds(4), std::chrono::hours(24), "4s to 24h");
+  }
+  if (auto r = n.get("restore")) {
+    std::string text = r->as_string();
+    const bool percent = !text.empty() && text.back() == '%';
+    if (percent) text.pop_back();
+    const auto v = core::parse_uint(text, 100);
+    if (!percent || !v || *v == 0)
+      r->fail("expected a share of the way such as 25%, from 1% to 100%");
+    a.restore = static_cast<double>(*v) / 100.0;
+  }
+  const yaml_node levels = n.at("levels");
+  levels.expect_keys({"elevated", "high", "severe"});
+  const char* const names[] = {"elevated", "high", "severe"};
+  double below = 1;  // the level under this one's `above`
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto l = levels.get(names[i]);
+    if (!l) continue;
+    l->expect_keys({"above", "limits", "pow", "admit"});
+    attack_level_config& c = a.levels[i];
+    c.set = true;
+    c.line = l->line();
+    const yaml_node above = l->at("above");
+    c.above = read_multiple(above);
+    if (c.above <= below) above.fail("each level's `above` is higher than the level's below it");
+    below = c.above;
+    if (auto f = l->get("limits")) {
+      c.limits = as_factor(*f, 0.01, 1, "a limits factor is a number from 0.01 to 1");
+      c.limits_given = true;
+    }
+    if (auto p = l->get("pow")) {
+      if (p->as_string() != "uncleared")
+        p->fail("expected uncleared (clients without a clearance show a proof)");
+      if (!pow.enabled) {
+        p->fail("pow: uncleared asks proofs, which this category does not: set pow.enabled");
+      }
+      c.pow = true;
+    }
+    if (auto ad = l->get("admit")) {
+      c.admit_only = true;
+      for (const yaml_node& item : ad->items()) {
+        const std::string s = item.as_string();
+        if (s == "allowed") {
+          c.admit_allowed = true;
+        } else if (s == "cleared") {
+          if (!pow.enabled)
+            item.fail(
+                "clearances come from proofs, which this category does not ask: set pow.enabled");
+          c.admit_cleared = true;
+        } else {
+          item.fail("expected allowed or cleared, got '" + s + "'");
+        }
+      }
+    }
+  }
+  if (!a.levels[0].set && !a.levels[1].set && !a.levels[2].set) {
+    levels.fail("name at least one of elevated, high, severe");
+  }
+  return a;
+}
+
 category_config read_category(const std::string& name, const yaml_node& n, loader& ld) {
-  n.expect_keys(
-      {"cost", "mode", "limits", "unlimited", "pow", "status_violations", "websocket", "cors"});
+  n.expect_keys({"cost", "mode", "limits", "unlimited", "pow", "status_violations", "websocket",
+                 "cors", "attack_mode"});
   category_config c;
   c.name = name;
   c.file = n.file();
@@ -388,6 +513,7 @@ category_config read_category(const std::string& name, const yaml_node& n, loade
   }
   if (auto w = n.get("websocket")) c.websocket = read_websocket(*w);
   if (auto w = n.get("cors")) c.cors = read_cors(*w);
+  if (auto a = n.get("attack_mode")) c.attack_mode = read_attack_mode(*a, c.pow);
   // A request dearer than a burst could never pass: say so now rather than reject forever.
   if (const std::string fault = cost_fault(c, c.cost); !fault.empty()) cost_node->fail(fault);
   return c;
@@ -625,21 +751,6 @@ tiers_config read_tiers(const yaml_node& n) {
     }
   }
   return t;
-}
-
-/// A number from `min` to `max` (a factor).
-double as_factor(const yaml_node& n, double min, double max, const std::string& problem) {
-  double m = -1;
-  try {
-    std::size_t used = 0;
-    const std::string text = n.as_string();
-    m = std::stod(text, &used);
-    if (used != text.size()) m = -1;
-  } catch (const std::exception&) {
-    m = -1;
-  }
-  if (!(m >= min && m <= max)) n.fail(problem);
-  return m;
 }
 
 /// One step of the ladder.

@@ -106,6 +106,31 @@ struct cors_config {
   core::duration max_age = std::chrono::minutes(10);  ///< Access-Control-Max-Age
 };
 
+/// One level of a category's attack mode (docs/design.md §16).
+struct attack_level_config {
+  bool set = false;   ///< configured
+  double above = 0;   ///< entered above this many times the baseline
+  double limits = 1;  ///< the category's limits times this; 1 when not given
+  bool limits_given = false;
+  bool pow = false;            ///< `pow: uncleared`: clients without a clearance show a proof
+  bool admit_only = false;     ///< `admit`: only these pass; the others 503 under_attack
+  bool admit_allowed = false;  ///< ... the access allow list
+  bool admit_cleared = false;  ///< ... clients with a clearance
+  int line = 0;
+};
+
+/// `attack_mode` of a category (docs/design.md §16).
+struct attack_mode_config {
+  core::duration window = std::chrono::hours(1);  ///< the baseline's averaging time
+  double floor = 50;  ///< requests per second the baseline never goes below
+  core::duration sustain = std::chrono::seconds(30);    ///< above a level this long enters it
+  core::duration cool_down = std::chrono::minutes(10);  ///< below it this long steps down
+  double restore = 0.25;  ///< the share of the way limits come back per cool_down x restore
+  /// elevated, high, severe.
+  std::array<attack_level_config, 3> levels;
+  int line = 0;
+};
+
 struct category_config {
   std::string name;                  ///< [a-z0-9_-], used as a metric label
   std::uint32_t cost = 1;            ///< charged per request (a route may set its own)
@@ -116,10 +141,11 @@ struct category_config {
   /// `unlimited: true`: the operator means the requests its limits leave out (a family of
   /// addresses, or every request) to go unlimited; see coverage_warnings.
   bool unlimited = false;
-  pow_config pow;                                ///< proof-of-work settings
-  std::map<int, std::string> status_violations;  ///< upstream status -> reason
-  std::optional<websocket_config> websocket;     ///< WebSocket options
-  std::optional<cors_config> cors;               ///< CORS, when the gateway owns it
+  pow_config pow;                                 ///< proof-of-work settings
+  std::map<int, std::string> status_violations;   ///< upstream status -> reason
+  std::optional<websocket_config> websocket;      ///< WebSocket options
+  std::optional<cors_config> cors;                ///< CORS, when the gateway owns it
+  std::optional<attack_mode_config> attack_mode;  ///< attack mode (docs/design.md §16)
 };
 
 /// Ban settings of a violation reason.

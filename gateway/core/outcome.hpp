@@ -19,16 +19,17 @@ enum class outcome : std::uint8_t {
   error,           ///< 503: the limiter store did not answer
   denied,          ///< 403: on the access deny list, or an unsafe method on the penalty
                    ///< ladder's read_only step (docs/design.md §16)
-  unauthorized     ///< 401: its token was refused (docs/design.md §15, on_invalid: reject)
+  unauthorized,    ///< 401: its token was refused (docs/design.md §15, on_invalid: reject)
+  under_attack     ///< 503: attack mode admits only some clients (docs/design.md §16)
 };
 /// Number of outcomes.
-inline constexpr std::size_t outcome_count = 9;
+inline constexpr std::size_t outcome_count = 10;
 
 /// The label of `o`, as metrics and the access log write it.
 constexpr std::string_view outcome_name(outcome o) noexcept {
-  constexpr std::string_view names[outcome_count] = {"allowed",    "limited", "challenged",
-                                                     "pow_passed", "banned",  "shadow_limited",
-                                                     "error",      "denied",  "unauthorized"};
+  constexpr std::string_view names[outcome_count] = {
+      "allowed",        "limited", "challenged", "pow_passed",   "banned",
+      "shadow_limited", "error",   "denied",     "unauthorized", "under_attack"};
   return names[static_cast<std::size_t>(o)];
 }
 

@@ -86,6 +86,9 @@ inline constexpr auto verification_results = core::proof_failure_names;
 inline constexpr std::array<std::string_view, 2> clearance_results = {"issued", "accepted"};
 /// Label values of `step` of the penalty ladder's families (docs/design.md §16): its actions
 /// from warn up, in pow::penalty_action order less `none`.
+/// Label values of `from` and `to` of tollgate_attack_transitions_total (docs/design.md §16).
+inline constexpr std::array<std::string_view, 4> attack_levels = {"normal", "elevated", "high",
+                                                                  "severe"};
 inline constexpr std::array<std::string_view, 5> penalty_steps = {"warn", "throttle", "read_only",
                                                                   "pow", "ban"};
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -206,6 +207,8 @@ void add_fixed(label_sets& l) {
   l[axis::verification] = every("result", verification_results);
   l[axis::clearance_result] = every("result", clearance_results);
   l[axis::penalty_step] = every("step", penalty_steps);
+  l[axis::attack_from] = every("from", attack_levels);
+  l[axis::attack_to] = every("to", attack_levels);
   l[axis::token_result] = every("result", token_result_count, [](std::size_t r) {
     return r == 0 ? std::string_view("cached")
                   : core::token_failure_name(static_cast<core::token_failure>(r - 1));
@@ -322,6 +325,7 @@ class family_writer {
       value = static_cast<double>(sum(s_.values.store, *read, index_));
     } else if (const auto* read = std::get_if<value_of>(&row.read)) {
       value = (*read)(s_, index_);
+      if (std::isnan(value)) return;  // a series the values leave out
     } else if (const auto* read = std::get_if<histogram_of<worker_counters>>(&row.read)) {
       m.histogram = sum(s_.workers, *read, index_);
     } else if (const auto* read = std::get_if<histogram_of<store_counters>>(&row.read)) {

@@ -2,6 +2,7 @@
 /// Turns the workers' counters into the Prometheus text format (docs/design.md §10), through
 /// prometheus-cpp's metric families and text serializer.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -50,10 +51,19 @@ struct endpoint_values {
 };
 
 /// Values read at scrape time.
+/// One category's attack mode (docs/design.md §16), by its label index.
+struct attack_values {
+  bool on = false;                       ///< the category has attack_mode: its series are written
+  double level = 0;                      ///< 0..3
+  std::array<double, 16> transitions{};  ///< [from * 4 + to]
+};
+
 struct scrape_values {
   std::vector<std::pair<std::string, double>> tracked_keys;  ///< level -> entries held
   std::vector<table_values> tables;                          ///< every bounded table
   double active_bans = 0;                                    ///< bans in force
+  /// Attack mode per category label index (shorter: no category past its end has it).
+  std::vector<attack_values> attack;
   /// Clients on each step of the penalty ladder (metrics::penalty_steps order).
   std::array<double, penalty_steps.size()> penalty_clients{};
   /// Label indices of the categories in force (a category a reload removed has no series

@@ -2,6 +2,8 @@
 // A family's series are the product of its label axes (family_table.hpp); a count_of row
 // reads one worker's counter, summed over the workers.
 
+#include <cmath>
+
 #include "gateway/metrics/family_table.hpp"
 
 namespace tollgate::metrics {
@@ -158,6 +160,27 @@ const family_row rows[] = {
      .labels = {axis::clearance_result},
      .read = [](const worker_counters& w,
                 const series_index& i) { return w.pow_clearances[i[0]].value(); }},
+    {.name = "tollgate_attack_level",
+     .help = "The attack mode level of each category that sets attack_mode (docs/design.md "
+             "§16): 0 normal, 1 elevated, 2 high, 3 severe.",
+     .type = MetricType::Gauge,
+     .labels = {axis::category},
+     .read =
+         [](const scrape& s, const series_index& i) {
+           return i[0] < s.values.attack.size() && s.values.attack[i[0]].on
+                      ? s.values.attack[i[0]].level
+                      : std::nan("");
+         }},
+    {.name = "tollgate_attack_transitions_total",
+     .help = "Attack mode level changes, by category, from and to (automatic, forced or "
+             "released).",
+     .labels = {axis::category, axis::attack_from, axis::attack_to},
+     .read =
+         [](const scrape& s, const series_index& i) {
+           if (i[0] >= s.values.attack.size()) return std::nan("");
+           const double n = s.values.attack[i[0]].transitions[i[1] * 4 + i[2]];
+           return n > 0 ? n : std::nan("");
+         }},
     {.name = "tollgate_penalty_clients",
      .help = "Clients on each step of the penalty ladder (docs/design.md §16), as their scores "
              "and timed steps stand now.",

@@ -53,8 +53,10 @@ enum class axis : std::uint8_t {
   token_result,      ///< `result` of tollgate_token_checks_total
   clearance_result,  ///< `result` of tollgate_pow_clearances_total
   penalty_step,      ///< `step`: the penalty ladder's actions (docs/design.md §16)
+  attack_from,       ///< `from`: attack mode's levels
+  attack_to,         ///< `to`: attack mode's levels
 };
-inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::penalty_step) + 1;
+inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::attack_to) + 1;
 
 /// Label indices of one series, by axis position in its family.
 using series_index = std::array<std::size_t, 5>;

@@ -67,12 +67,18 @@ task<void> refuse_head(deadline_watch& watch, connection_scratch& sc, const erro
 
 /// What admission reads for the request in hand.
 admission::setting setting_of(worker& w, const snapshot& snap) {
-  return {snap.config,          snap.policy,
-          snap.router,          &snap.page,
-          w.shared.gate,        w.shared.pow,
-          snap.jwt.get(),       w.token_cache_for(snap),
-          w.inflight,           w.shared.tiers_set.get(),
-          w.overrides_for(snap)};
+  return {snap.config,
+          snap.policy,
+          snap.router,
+          &snap.page,
+          w.shared.gate,
+          w.shared.pow,
+          snap.jwt.get(),
+          w.token_cache_for(snap),
+          w.inflight,
+          w.shared.tiers_set.get(),
+          w.overrides_for(snap),
+          &snap.attack};
 }
 
 /// Counts the time of one limiter decision begun at `start`.

@@ -120,6 +120,7 @@ snapshot::snapshot(config::gateway_config c, core::siphash_key key, metrics::reg
   add(policy, "");
   for (const auto& t : hosts.entries())
     add(t.policy, t.label);
+  attack = policy::attack_board(category_metric.size());
   for (const auto& u : config.upstreams) {
     upstream_metric.push_back(metrics.upstreams.index(u.name));
     ejected_until.push_back(std::make_unique<std::atomic<std::int64_t>[]>(u.endpoints.size()));

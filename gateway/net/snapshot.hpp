@@ -62,6 +62,9 @@ struct snapshot {
   /// Per upstream and endpoint, until when a worker has ejected it (steady clock, ns since its
   /// epoch): tollgate_upstream_endpoint_up. Written on an ejection only.
   mutable std::vector<std::unique_ptr<std::atomic<std::int64_t>[]>> ejected_until;
+  /// Every category's attack mode status (docs/design.md §16), by index: written by the attack
+  /// watch on the control thread each second, read by the workers per request.
+  mutable policy::attack_board attack{0};
 
   /// Compiles `c`; resolves every upstream endpoint now (throws config::error when a name
   /// does not resolve).

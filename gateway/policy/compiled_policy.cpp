@@ -122,25 +122,32 @@ limit::gcra_params scaled(const limit::gcra_params& p, double m) {
 /// only when `tiered`.
 std::vector<limit::limit_spec> scaled_limits(const category_limits& c, double m) {
   std::vector<limit::limit_spec> out = c.limits;
-  for (limit::limit_spec& s : out) {
-    if (s.source == key_source::global) continue;
-    if (s.concurrency != 0) {
-      s.concurrency = static_cast<std::uint32_t>(
-          std::max(1.0, std::ceil(static_cast<double>(s.concurrency) * m - 1e-9)));
-      continue;
-    }
-    if (s.is_quota()) {
-      if (s.quota.tiered) {
-        s.quota.limit = static_cast<std::uint32_t>(std::min(
-            4294967295.0, std::max(1.0, std::ceil(static_cast<double>(s.quota.limit) * m - 1e-9))));
-      }
-      continue;
-    }
-    for (auto& t : s.tiers)
-      t = scaled(t, m);
-  }
+  for (limit::limit_spec& s : out)
+    scale_limit(s, m);
   return out;
 }
+
+}  // namespace
+
+void scale_limit(limit::limit_spec& s, double m) {
+  if (s.source == key_source::global) return;
+  if (s.concurrency != 0) {
+    s.concurrency = static_cast<std::uint32_t>(
+        std::max(1.0, std::ceil(static_cast<double>(s.concurrency) * m - 1e-9)));
+    return;
+  }
+  if (s.is_quota()) {
+    if (s.quota.tiered) {
+      s.quota.limit = static_cast<std::uint32_t>(std::min(
+          4294967295.0, std::max(1.0, std::ceil(static_cast<double>(s.quota.limit) * m - 1e-9))));
+    }
+    return;
+  }
+  for (auto& t : s.tiers)
+    t = scaled(t, m);
+}
+
+namespace {
 
 /// The penalty ladder of `p`, compiled; reasons index into `v`.
 pow::penalty_rules compile_penalties(const config::penalties_config& p, const violation_rules& v) {
@@ -365,6 +372,7 @@ compiled_policy::compiled_policy(const config::policy_config& policy, core::siph
     if (cc.websocket) c.websocket = *cc.websocket;
     c.messages = protocol::ws::compile_limits(c.websocket);
     if (cc.cors) c.cors.emplace(*cc.cors);
+    if (cc.attack_mode) c.attack = attack_rules::compile(*cc.attack_mode);
     by_name_.emplace(c.name, categories_.size());
     categories_.push_back(std::move(c));
   }

@@ -15,6 +15,7 @@
 #include "gateway/core/siphash.hpp"
 #include "gateway/limit/address.hpp"
 #include "gateway/limit/request.hpp"
+#include "gateway/policy/attack.hpp"
 #include "gateway/policy/cors.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/tier_memory.hpp"
@@ -44,6 +45,7 @@ struct category_limits {
   config::websocket_config websocket;
   protocol::ws::message_limits messages;  ///< `websocket`'s message limits, compiled
   std::optional<cors_rules> cors;         ///< CORS, when the gateway owns it for the category
+  std::optional<attack_rules> attack;     ///< attack mode (docs/design.md §16), when set
 
   /// Per consumer tier (tier_rules order), `limits` scaled by its multiplier (docs/design.md
   /// §15): the same slots and state names, other rates and bursts. Empty without tiers.
@@ -72,6 +74,10 @@ struct category_limits {
     return i < 0 ? nullptr : &limits[static_cast<std::size_t>(i)];
   }
 };
+
+/// Scales limit `s` by `m` as a tier's multiplier does (docs/design.md §15): rate and burst (the
+/// burst rounded up, at least 1), a concurrency; a global limit and an untiered quota stay.
+void scale_limit(limit::limit_spec& s, double m);
 
 /// No consumer tier: a policy without tiers.
 inline constexpr std::uint8_t no_tier = 0xff;

@@ -80,12 +80,12 @@ void gate::before_limits(const gate_input& in, gate_verdict& v) const {
   if (screen(in, v)) return;
   const category_limits& c = *in.category;
   v.sent = check_proof(pow_, in.solution, *in.who, c.pow, seconds(in.now));
-  // 2. A client with violations, or on the penalty ladder's pow step, shows a proof first, in
-  // categories that ask for one.
+  // 2. A client with violations (or on the penalty ladder's pow step, or uncleared in attack
+  // mode) shows a proof first, in categories that ask for one.
   if (c.pow.enabled) {
     const unsigned counted =
         pow_.violations().requirement(in.who->individual, in.who->network, in.now);
-    const unsigned n = in.ladder_pow ? std::max(counted, 1u) : counted;
+    const unsigned n = in.require_proof ? std::max(counted, 1u) : counted;
     const unsigned bits = shifted(
         pow::required_bits(n, c.pow.base_bits, c.pow.step_bits, c.pow.max_bits), in.pow_shift);
     // A clearance earned since the client's last violation waives it (docs/design.md §16).

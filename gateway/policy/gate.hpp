@@ -28,9 +28,9 @@ struct gate_input {
   core::nanos now = 0;                        ///< the instant of the decision
   bool exempt = false;  ///< on the access allow list: passes, nothing asked (docs/design.md §9)
   int pow_shift = 0;    ///< bits added to every difficulty asked of it (its consumer tier's)
-  /// Its client is on the penalty ladder's pow step (docs/design.md §16): a proof is required
-  /// as for one violation at the least.
-  bool ladder_pow = false;
+  /// A proof is required as for one violation at the least: its client is on the penalty
+  /// ladder's pow step, or attack mode asks proofs of uncleared clients (docs/design.md §16).
+  bool require_proof = false;
   /// Its clearance (`X-PoW-Clearance` or the cookie, docs/design.md §16), or "": none, or
   /// clearance is off.
   std::string_view clearance = {};
@@ -94,6 +94,10 @@ class gate {
   /// pay to pass a proof spent (forward) or asked for (428).
   void after_limits(const gate_input& in, const limit::limit_request& req, const limit::decision& d,
                     gate_verdict& v) const;
+
+  /// Whether `in` carries a valid clearance, whatever its bits (attack mode's `cleared`,
+  /// docs/design.md §16).
+  bool has_clearance(const gate_input& in) const { return cleared(in, 0); }
 
   /// The proof claimed by the step before (v.effects.spend) was spent by another request
   /// first: the verdict becomes what it would have been had that proof been a replay.

@@ -191,7 +191,7 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
       {"categories:\n  auth: { colour: red }\n",
        "p.yaml:2: categories.auth.colour: unknown key (expected cost, mode, limits, unlimited, "
        "pow, "
-       "status_violations, websocket or cors)"},
+       "status_violations, websocket, cors or attack_mode)"},
       {"categories:\n  auth:\n    pow: { base_bits: 30, max_bits: 28 }\n",
        "p.yaml:3: categories.auth.pow: base_bits 30 exceeds max_bits 28"},
       {"categories:\n  auth:\n    pow: { enabled: yes }\n",
