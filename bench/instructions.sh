@@ -12,6 +12,9 @@
 #   TOLLGATE_BENCH_LADDER=1 bash bench/instructions.sh ...   (the penalty ladder on, docs/design.md
 #     §16: before each run the client earns a point on another category, so that every measured
 #     request finds it on the warn step: a table lookup and X-RateLimit-Warning)
+#   TOLLGATE_BENCH_ATTACK=normal|elevated|severe ...          (attack mode, docs/design.md §16, on the
+#     measured category, forced to that level through the admin API before each run: elevated
+#     scales every request's limits; severe refuses the client, which is not admitted, with 503)
 #   TOLLGATE_BENCH_TOKEN=plain|verified|keyed|tiered ...       (docs/design.md §15: every request
 #     carries one ES256 token made by python3-jwt; plain: no identity configured (the same
 #     request, unkeyed); verified: identity.jwt verifies it (cached after the first); keyed: and
@@ -97,10 +100,35 @@ YAML
   }
 fi
 
+# Attack mode: the category's level forced before each measured run.
+force_level() { :; }
+if [ -n "${TOLLGATE_BENCH_ATTACK:-}" ]; then
+  src=$(sed -n 's|^policies: \[\(.*\)\]$|\1|p' "$work/gateway.yaml")
+  cp "$src" "$work/attack-policy.yaml"
+  cat >>"$work/attack-policy.yaml" <<'YAML'
+    attack_mode:
+      baseline: { floor: 1000000/s }
+      levels:
+        elevated: { above: 2x, limits: 0.75 }
+        severe:   { above: 10x, admit: [allowed] }
+YAML
+  # The attack_mode block must sit under general: it is the last category of the bench policies.
+  sed -i "s|^policies: .*|policies: [$work/attack-policy.yaml]|" "$work/gateway.yaml"
+  force_level() {
+    local admin
+    for _ in $(seq 100); do grep -q "admin listening on" "$1" && break; sleep 0.1; done
+    admin=$(grep "admin listening on" "$1" | sed 's/.*:\([0-9]*\)$/\1/')
+    curl -sf -X PUT -d "{\"category\":\"general\",\"level\":\"$TOLLGATE_BENCH_ATTACK\"}" \
+      "http://127.0.0.1:$admin/admin/attack-mode" >/dev/null ||
+      { echo "cannot force $TOLLGATE_BENCH_ATTACK" >&2; exit 1; }
+  }
+fi
+
 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$binary" \
   --config "$work/gateway.yaml" >"$work/cg.log" 2>&1 & cg=$!; pids+=($cg)
 port=$(public_port "$work/cg.log" 200)
 earn_point "$port"
+force_level "$work/cg.log"
 wrk -t1 -c16 -d3s "${wrk_header[@]}" "http://127.0.0.1:$port$url_path" >/dev/null 2>&1
 callgrind_control -z "$cg" >/dev/null
 requests=$(wrk -t1 -c16 -d"${seconds}s" "${wrk_header[@]}" "http://127.0.0.1:$port$url_path" |
@@ -116,6 +144,7 @@ printf 'instructions per request: %.0f  (%s requests under callgrind)\n' \
 "$binary" --config "$work/gateway.yaml" >"$work/st.log" 2>&1 & tg=$!; pids+=($tg)
 port=$(public_port "$work/st.log")
 earn_point "$port"
+force_level "$work/st.log"
 wrk -t1 -c16 -d2s "${wrk_header[@]}" "http://127.0.0.1:$port$url_path" >/dev/null 2>&1
 strace -c -f -p "$tg" -o "$work/strace.txt" & st=$!
 sleep 0.5

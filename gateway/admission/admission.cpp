@@ -389,14 +389,25 @@ bool under_attack_level(const setting& s, const policy::attack_rules& a, record&
   return false;
 }
 
-/// Scales the limits `r` is to be asked by attack mode's factor (docs/design.md §16): copies
-/// of its specs, in the record.
-void scale_for_attack(record& r) {
+/// Scales the limits `r` is to be asked by attack mode's factor (docs/design.md §16): the
+/// worker's scaled set of its category and tier (made once per factor), or copies of its specs
+/// when a limit is not the category's own (an override's, a throttle's) or without a cache.
+void scale_for_attack(const setting& s, const std::optional<policy::override_match>& given,
+                      record& r) {
+  const bool own = !r.limits.overridden && !(given && given->any_spec);
+  if (s.scaled != nullptr && own) {
+    r.scaled = s.scaled->get(r.category(), r.consumer_tier, r.attack.factor);
+    for (std::uint8_t i = 0; i < r.limits.group_count; ++i) {
+      limit::limit_group& g = r.limits.groups[i];
+      g.spec = &r.scaled->limits[g.spec->slot];
+    }
+    return;
+  }
   for (std::uint8_t i = 0; i < r.limits.group_count; ++i) {
     limit::limit_group& g = r.limits.groups[i];
-    r.scaled[i] = *g.spec;
-    policy::scale_limit(r.scaled[i], r.attack.factor);
-    g.spec = &r.scaled[i];
+    r.scaled_copies[i] = *g.spec;
+    policy::scale_limit(r.scaled_copies[i], r.attack.factor);
+    g.spec = &r.scaled_copies[i];
   }
   r.limits.overridden = true;  // RateLimit-Policy shows the scaled numbers
 }
@@ -416,6 +427,7 @@ void begin(const request_view& v, record& r) {
   r.standing = {};
   r.penalty = pow::penalty_action::none;
   r.attack = {};
+  if (r.scaled) r.scaled.reset();
   if (r.overrides) r.overrides.reset();
   r.exempt = false;
   r.upgrade = v.upgrade;
@@ -586,7 +598,7 @@ step admit(const setting& s, const request_view& v, record& r) {
     r.overrides = *s.overrides;
   }
   if (r.penalty == pow::penalty_action::throttle) throttle(*ladder, category, given, r);
-  if (r.attack.factor < 1) scale_for_attack(r);
+  if (r.attack.factor < 1) scale_for_attack(s, given, r);
   // Places in flight first: a request refused by them is charged nothing; one the limits
   // refuse gives them back (conclude).
   if (r.limits.inflight_count > 0 && s.inflight != nullptr) {
@@ -600,7 +612,7 @@ step admit(const setting& s, const request_view& v, record& r) {
 }
 
 step after_store(const setting& s, record& r) {
-  policy::describe(r.limits, r.decision, r.category(), r.client.family(), r.rate);
+  policy::describe(r.limits, r.decision, r.category(), r.client.family(), r.rate, r.scaled.get());
   if (r.consumer_tier != policy::no_tier) {
     r.rate.consumer_tier = r.route->policy->tiers()->names[r.consumer_tier];
   }

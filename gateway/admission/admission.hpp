@@ -55,6 +55,8 @@ struct setting {
   const std::shared_ptr<const policy::override_set>* overrides = nullptr;
   /// Every category's attack mode status (docs/design.md §16); null: none applies.
   const policy::attack_board* attack = nullptr;
+  /// This worker's limits scaled by attack mode; null: scaled per request.
+  policy::scaled_cache* scaled = nullptr;
 };
 
 /// What the caller does next.
@@ -109,8 +111,10 @@ struct record {
   pow::penalty_action penalty = pow::penalty_action::none;  ///< that step's action
   /// Its category's attack mode (docs/design.md §16) as the request met it.
   policy::attack_status attack;
-  /// Its limits scaled by attack mode, while r.limits points at them.
-  std::array<limit::limit_spec, limit::max_groups> scaled;
+  /// Its limits scaled by attack mode, from the worker's cache, while r.limits points at them.
+  std::shared_ptr<const policy::scaled_set> scaled;
+  /// ... or, without a cache, copies of them.
+  std::array<limit::limit_spec, limit::max_groups> scaled_copies;
   std::uint32_t unkeyed = 0;  ///< slots of limits whose key it lacks
   bool exempt = false;        ///< on the access allow list
   bool upgrade = false;       ///< a WebSocket upgrade

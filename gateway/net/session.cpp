@@ -78,7 +78,8 @@ admission::setting setting_of(worker& w, const snapshot& snap) {
           w.inflight,
           w.shared.tiers_set.get(),
           w.overrides_for(snap),
-          &snap.attack};
+          &snap.attack,
+          w.scaled_for(snap)};
 }
 
 /// Counts the time of one limiter decision begun at `start`.

@@ -131,6 +131,15 @@ struct worker {
   }
   core::siphash_key token_key_{};  ///< keys the token cache's hash (random, set at start)
 
+  /// This worker's limits scaled by attack mode (docs/design.md §16) for snapshot `s`.
+  policy::scaled_cache* scaled_for(const snapshot& s) {
+    if (scaled_generation_ != s.generation) {
+      scaled_.clear();
+      scaled_generation_ = s.generation;
+    }
+    return &scaled_;
+  }
+
   /// The overrides compiled for snapshot `s`, through a holder of this worker's own (copies
   /// count on it, not on a count every core shares); null when there are none. One load of
   /// the book's version per call while nothing changes.
@@ -158,6 +167,8 @@ struct worker {
 
  private:
   std::unique_ptr<std::array<char, 64 * 1024>> relay_;     ///< see relay_buffer
+  policy::scaled_cache scaled_;                            ///< see scaled_for
+  std::uint64_t scaled_generation_ = 0;                    ///< the snapshot it is for
   std::unique_ptr<identity::token_cache> tokens_;          ///< see token_cache_for
   std::size_t tokens_capacity_ = 0;                        ///< its capacity
   std::shared_ptr<const policy::override_set> overrides_;  ///< see overrides_for

@@ -129,6 +129,28 @@ std::vector<limit::limit_spec> scaled_limits(const category_limits& c, double m)
 
 }  // namespace
 
+std::shared_ptr<const scaled_set> scaled_cache::get(const category_limits& c, std::uint8_t tier,
+                                                    float factor) {
+  for (const auto& s : sets_) {
+    if (s->category == c.index && s->tier == tier && s->factor == factor) return s;
+  }
+  if (sets_.size() >= max_sets) sets_.clear();
+  auto s = std::make_shared<scaled_set>();
+  s->category = c.index;
+  s->tier = tier;
+  s->factor = factor;
+  s->limits = c.limits_of(tier);
+  for (limit::limit_spec& l : s->limits)
+    scale_limit(l, factor);
+  for (int f = 0; f < 2; ++f) {
+    const auto limits = family_limits(c, f, s->limits);
+    s->policy_field[f] = limit::policy_field(limits, 0);
+    s->family_limits[f] = static_cast<std::uint8_t>(limits.size());
+  }
+  sets_.push_back(s);
+  return s;
+}
+
 void scale_limit(limit::limit_spec& s, double m) {
   if (s.source == key_source::global) return;
   if (s.concurrency != 0) {

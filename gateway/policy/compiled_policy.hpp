@@ -79,6 +79,32 @@ struct category_limits {
 /// burst rounded up, at least 1), a concurrency; a global limit and an untiered quota stay.
 void scale_limit(limit::limit_spec& s, double m);
 
+/// A category's limits for one consumer tier scaled by one factor of attack mode (docs/design.md
+/// §16), with their RateLimit-Policy fields: made once per worker and factor, not per request.
+struct scaled_set {
+  std::uint16_t category = 0;                   ///< category_limits::index
+  std::uint8_t tier = 0xff;                     ///< the consumer tier (no_tier: none)
+  float factor = 1;                             ///< the factor
+  std::vector<limit::limit_spec> limits;        ///< by slot
+  std::array<std::string, 2> policy_field;      ///< RateLimit-Policy for IPv4 [0] and IPv6 [1]
+  std::array<std::uint8_t, 2> family_limits{};  ///< limits policy_field lists, per family
+};
+
+/// One worker's scaled sets, for one configuration snapshot (the caller clears it when the
+/// snapshot changes). A request holds the set its limits point at.
+/// Thread safety: one thread.
+class scaled_cache {
+ public:
+  /// Most sets kept; past it the cache starts again (requests hold theirs).
+  static constexpr std::size_t max_sets = 64;
+  /// The limits of `c` for `tier` times `factor`.
+  std::shared_ptr<const scaled_set> get(const category_limits& c, std::uint8_t tier, float factor);
+  void clear() noexcept { sets_.clear(); }
+
+ private:
+  std::vector<std::shared_ptr<const scaled_set>> sets_;
+};
+
 /// No consumer tier: a policy without tiers.
 inline constexpr std::uint8_t no_tier = 0xff;
 

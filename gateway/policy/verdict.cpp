@@ -15,7 +15,7 @@ void assign_int(std::string& out, std::int64_t v) {
 }  // namespace
 
 void describe(const limit::limit_request& req, const limit::decision& d, const category_limits& c,
-              core::family fam, rate_limit_fields& out) {
+              core::family fam, rate_limit_fields& out, const scaled_set* scaled) {
   out.retry_after.clear();
   out.reason = {};
   out.shadow.clear();
@@ -34,7 +34,9 @@ void describe(const limit::limit_request& req, const limit::decision& d, const c
   out.quota = b.quota;
   out.period = b.quota ? core::period_name(b.period) : std::string_view();
   const int f = fam == core::family::v4 ? 0 : 1;
-  if (req.group_count == c.family_limits[f] && !c.policy_varies && !req.overridden) {
+  if (scaled != nullptr && !c.policy_varies && req.group_count == scaled->family_limits[f]) {
+    out.policy = scaled->policy_field[f];  // attack mode's numbers, made once per worker
+  } else if (req.group_count == c.family_limits[f] && !c.policy_varies && !req.overridden) {
     // A consumer tier's own numbers (docs/design.md §15), else the configured ones.
     out.policy = req.consumer_tier < c.tiered_policy_field.size()
                      ? std::string_view(c.tiered_policy_field[req.consumer_tier][f])

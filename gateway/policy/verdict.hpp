@@ -33,7 +33,8 @@ struct rate_limit_fields {
 };
 
 /// Fills `out` for decision `d` of request `req` in category `c` for a client of `fam`.
+/// `scaled`: the scaled set (attack mode, docs/design.md §16) req's limits point at, if any.
 void describe(const limit::limit_request& req, const limit::decision& d, const category_limits& c,
-              core::family fam, rate_limit_fields& out);
+              core::family fam, rate_limit_fields& out, const scaled_set* scaled = nullptr);
 
 }  // namespace tollgate::policy

@@ -572,3 +572,154 @@ TEST_CASE("admission: the allow list is never on the ladder") {
   CHECK(w.run("POST", "/a", "", "192.0.2.3") == step::forward);
   CHECK_FALSE(has(own_fields(w.r), "X-RateLimit-Warning"));
 }
+
+namespace {
+
+/// The categories of policy_text; `general` asks proofs and has attack mode, `guarded` has a
+/// severe level that challenges rather than refuses.
+const char* const attack_policy = R"(categories:
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 1/s, burst: 4 } }
+    pow: { enabled: true, base_bits: 4, step_bits: 1, max_bits: 8 }
+    attack_mode:
+      cool_down: 8s
+      levels:
+        elevated: { above: 2x, limits: 0.75 }
+        high:     { above: 5x, limits: 0.5, pow: uncleared }
+        severe:   { above: 10x, admit: [allowed, cleared] }
+  keyed:
+    limits:
+      per_key: { key: { header: X-Api-Key }, short: { rate: 1/s, burst: 1 } }
+  guarded:
+    limits:
+      ipv4_individual: { short: { rate: 1/s, burst: 4 } }
+    pow: { enabled: true, base_bits: 4, step_bits: 1, max_bits: 8 }
+    attack_mode:
+      levels:
+        severe: { above: 10x, admit: [cleared], pow: uncleared }
+  scripts:
+    limits:
+      ipv4_individual: { short: { rate: 1/s, burst: 1 } }
+)";
+
+/// A world whose categories' attack mode reads `board`.
+struct attacked : world {
+  policy::attack_board board{8};
+  attacked() : world(attack_policy) { setting.attack = &board; }
+  void level(const char* category, std::uint8_t l, float factor) {
+    board.set(compiled.find(category)->index, {l, false, factor});
+  }
+  /// A clearance for `peer` in this policy, earned with `bits`.
+  std::string clearance(std::string_view peer, unsigned bits = 8) const {
+    const auto who = policy::subjects_of(core::address::parse(peer).value(), compiled.prefixes());
+    return pow.clearances().issue({now - core::ns_per_s, now + 600 * core::ns_per_s,
+                                   static_cast<std::uint8_t>(bits), who.tag,
+                                   compiled.find("general")->pow.scope});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("admission: attack mode's levels, their header and their answers") {
+  struct row {
+    std::uint8_t level;
+    float factor;
+    const char* peer;
+    bool cleared;
+    step want;
+    std::uint16_t status;
+    const char* body;
+  };
+  const row rows[] = {
+      {0, 1, "203.0.113.7", false, step::forward, 0, ""},
+      {1, 0.75f, "203.0.113.7", false, step::forward, 0, ""},
+      {2, 0.5f, "203.0.113.7", false, step::answer, 428, R"("code":"pow_required")"},
+      {2, 0.5f, "203.0.113.7", true, step::forward, 0, ""},
+      {3, 0.5f, "203.0.113.7", false, step::answer, 503, R"("code":"under_attack")"},
+      {3, 0.5f, "203.0.113.7", true, step::forward, 0, ""},
+      {3, 0.5f, "192.0.2.3", false, step::forward, 0, ""},  // the allow list
+  };
+  for (const auto& x : rows) {
+    attacked w;
+    INFO("level " << int(x.level) << " from " << x.peer << (x.cleared ? " cleared" : ""));
+    w.level("general", x.level, x.factor);
+    const std::string fields =
+        x.cleared ? "X-PoW-Clearance: " + w.clearance(x.peer) + "\n" : std::string();
+    CHECK(w.run("GET", "/a", fields, x.peer) == x.want);
+    std::string own;
+    admission::append_own_fields(w.r, own);
+    if (x.level > 0) {
+      CHECK(has(own, std::string("X-Tollgate-Mode: ") +
+                         std::string(policy::attack_level_names[x.level]) + "\r\n"));
+    } else {
+      CHECK_FALSE(has(own, "X-Tollgate-Mode"));
+    }
+    if (x.want == step::answer) {
+      CHECK(w.r.reply.status == x.status);
+      CHECK(has(w.r.reply.body, x.body));
+      if (x.status == 503) {
+        CHECK(w.r.fx.outcome == outcome::under_attack);
+        CHECK(has(w.r.reply.fields, "Retry-After: 2\r\n"));  // 8 s x 25%
+        CHECK(w.asked == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("admission: attack mode scales the limits, restoring ones too, and only its category") {
+  attacked w;
+  w.level("general", 1, 0.75f);  // burst 4 x 0.75 = 3
+  for (int i = 0; i < 3; ++i)
+    CHECK(w.run("GET", "/a") == step::forward);
+  CHECK(w.r.limits.groups[0].spec->tiers[0].burst == 3);
+  CHECK(w.r.limits.overridden);
+  CHECK(w.run("GET", "/a") == step::answer);
+  CHECK(w.r.reply.status == 429);
+  CHECK(has(w.r.rate.policy, "q=3;"));
+  // A worker's cache: the same numbers from one scaled set per factor, its field made once.
+  attacked c;
+  policy::scaled_cache cache;
+  c.setting.scaled = &cache;
+  c.level("general", 1, 0.75f);
+  CHECK(c.run("GET", "/a") == step::forward);
+  REQUIRE(c.r.scaled != nullptr);
+  const auto* set = c.r.scaled.get();
+  CHECK(c.r.limits.groups[0].spec == &set->limits[0]);
+  CHECK(c.r.limits.groups[0].spec->tiers[0].burst == 3);
+  CHECK_FALSE(c.r.limits.overridden);
+  CHECK(c.r.rate.policy.data() == set->policy_field[0].data());
+  CHECK(has(c.r.rate.policy, "q=3;"));
+  CHECK(c.run("GET", "/a", "", "203.0.113.9") == step::forward);
+  CHECK(c.r.scaled.get() == set);
+  c.level("general", 0, 0.875f);  // restoring: another set
+  CHECK(c.run("GET", "/a", "", "203.0.113.10") == step::forward);
+  CHECK(c.r.scaled.get() != set);
+  CHECK(c.r.limits.groups[0].spec->tiers[0].burst == 4);  // 4 x 0.875 rounded up
+  // Restoring at level 0: scaled, no header.
+  attacked r;
+  r.level("general", 0, 0.5f);
+  CHECK(r.run("GET", "/a") == step::forward);
+  CHECK(r.r.limits.groups[0].spec->tiers[0].burst == 2);
+  std::string own;
+  admission::append_own_fields(r.r, own);
+  CHECK_FALSE(has(own, "X-Tollgate-Mode"));
+  // A category without attack mode reads nothing, whatever the board says of its index.
+  attacked k;
+  k.board.set(k.compiled.find("keyed")->index, {3, false, 0.1f});
+  CHECK(k.run("GET", "/keyed/a", "X-Api-Key: a\n") == step::forward);
+  CHECK(k.r.attack.level == 0);
+}
+
+TEST_CASE("admission: a severe level that asks proofs challenges the uncleared") {
+  attacked w;
+  w.level("guarded", 3, 1);
+  CHECK(w.run("GET", "/pay/") == step::answer);
+  CHECK(w.r.reply.status == 428);
+  const std::string proof = w.proof("guarded", 4, "203.0.113.7");
+  CHECK(w.run("GET", "/pay/", "X-PoW-Solution: " + proof + "\n") == step::forward);
+  CHECK_FALSE(w.r.clearance.empty());  // the clearance that admits it next time
+  // The allow list is not admitted by a level that does not name it.
+  CHECK(w.run("GET", "/pay/", "", "192.0.2.3") == step::answer);
+  CHECK(w.r.reply.status == 503);
+}

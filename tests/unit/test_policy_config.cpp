@@ -347,6 +347,23 @@ TEST_CASE("the graduated-response example loads after the default policy", "[con
   CHECK(p.penalties->steps.size() == 6);
   CHECK(p.penalties->points.size() == 5);
   CHECK(p.penalties->steps.back().hold == std::chrono::hours(24));
+  // default.yaml's commented attack mode, its comment marks taken away, is a valid one.
+  std::ifstream in(dir + "default.yaml");
+  std::string text, line;
+  bool example = false;
+  while (std::getline(in, line)) {
+    if (line.find("# attack_mode:") != std::string::npos) example = true;
+    if (example && line.empty()) example = false;
+    if (example && line.rfind("    # ", 0) == 0) line = "    " + line.substr(6);
+    text += line + "\n";
+  }
+  const auto on = config::load_policy_text(text, "default.yaml");
+  const auto* general = on.category("general");
+  REQUIRE(general != nullptr);
+  REQUIRE(general->attack_mode.has_value());
+  CHECK(general->attack_mode->levels[2].admit_cleared);
+  CHECK(general->attack_mode->floor == 50);
+  CHECK_FALSE(config::load_policies({dir + "default.yaml"}).category("general")->attack_mode);
   // Alone it names reasons only default.yaml defines.
   CHECK_THROWS_WITH(config::load_policies({dir + "under-attack.yaml"}),
                     Catch::Contains("unknown violation reason 'failed_auth'"));
