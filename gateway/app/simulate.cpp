@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,7 +24,11 @@ using clock_type = std::chrono::steady_clock;
 
 constexpr const char* usage_text =
     "usage: tollgate simulate --config GATEWAY.yaml --log FILE [--log FILE ...]\n"
-    "                         [--compare OTHER_GATEWAY.yaml] [--json] [--top N]\n";
+    "                         [--compare OTHER_GATEWAY.yaml] [--json] [--top N]\n"
+    "                         [--html FILE]\n"
+    "  --html FILE  also writes the report as one self-contained HTML page: per category,\n"
+    "               charts of the request rate against attack mode's baseline, of the\n"
+    "               answers, and of the attack level over time (docs/simulator.md)\n";
 
 int usage() {
   std::fputs(usage_text, stderr);
@@ -37,6 +42,7 @@ struct arguments {
   std::string compare;            ///< --compare, or ""
   bool json = false;              ///< --json
   std::size_t top = 10;           ///< --top
+  std::string html;               ///< --html, or ""
 };
 
 std::optional<arguments> parse(int argc, char** argv) {
@@ -52,6 +58,8 @@ std::optional<arguments> parse(int argc, char** argv) {
       a.logs.emplace_back(argv[++i]);
     } else if (arg == "--compare" && has_value && a.compare.empty()) {
       a.compare = argv[++i];
+    } else if (arg == "--html" && has_value && a.html.empty()) {
+      a.html = argv[++i];
     } else if (arg == "--top" && has_value) {
       char* end = nullptr;
       const char* v = argv[++i];
@@ -94,6 +102,17 @@ std::unique_ptr<sim::simulator> load(const std::string& path) {
   }
 }
 
+/// Writes `page` to `path`; false (said on stderr) when it cannot.
+bool write_page(const std::string& path, const std::string& page) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(page.data(), static_cast<std::streamsize>(page.size()));
+  f.close();
+  if (f) return true;
+  std::fprintf(stderr, "tollgate simulate: cannot write %s: %s\n", path.c_str(),
+               std::strerror(errno));
+  return false;
+}
+
 }  // namespace
 
 int simulate(int argc, char** argv) {
@@ -125,6 +144,7 @@ int simulate(int argc, char** argv) {
   in.runs.push_back(sim::summarise(result.runs[0], *a, args->top));
   if (b != nullptr) in.runs.push_back(sim::summarise(result.runs[1], *b, args->top));
   in.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  if (!args->html.empty() && !write_page(args->html, sim::html_report(in))) return 1;
   const std::string out = args->json ? sim::json_report(in) : sim::text_report(in);
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {

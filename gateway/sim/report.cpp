@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "gateway/limit/address.hpp"
+#include "gateway/sim/report_series.hpp"
 
 namespace tollgate::sim {
 
@@ -265,6 +266,17 @@ void text_tops(std::string& out, const run_summary& run, const char* which) {
   }
 }
 
+/// The series and attack-mode settings of category `c` into `cs`.
+void summarise_series(category_summary& cs, const policy::category_limits& c, const timeline& t) {
+  cs.attack = c.attack.has_value();
+  if (c.attack) {
+    for (std::size_t l = 1; l < policy::attack_levels; ++l)
+      cs.above[l] = c.attack->levels[l].on ? c.attack->levels[l].above : 0;
+  }
+  cs.series = t.buckets(c.index);
+  cs.series.resize(t.size());
+}
+
 }  // namespace
 
 run_summary summarise(const run_tally& t, const simulator& s, std::size_t top) {
@@ -296,6 +308,13 @@ run_summary summarise(const run_tally& t, const simulator& s, std::size_t top) {
       return k.v6 ? limit::key_to_string(limit::level::ipv6_provider, k.high, prefixes)
                   : limit::key_to_string(limit::level::ipv4_network, k.low, prefixes);
     });
+    summarise_series(cs, c, s.attack().series());
+  }
+  const timeline& series = s.attack().series();
+  out.series_origin = series.origin();
+  out.series_width = series.width();
+  for (const level_change& l : series.changes) {
+    out.changes.push_back({l.time, s.policy().categories()[l.category].name, l.from, l.to, l.why});
   }
   return out;
 }
@@ -316,10 +335,13 @@ std::string text_report(const report_input& in) {
   text_header(out, in);
   if (in.runs.size() == 1) {
     text_run(out, in.runs[0]);
+    text_attack(out, in.runs[0]);
   } else {
     text_side_by_side(out, in.runs[0], in.runs[1]);
     text_tops(out, in.runs[0], "A");
+    text_attack(out, in.runs[0]);
     text_tops(out, in.runs[1], "B");
+    text_attack(out, in.runs[1]);
   }
   text_agreement(out, in);
   if (in.runs.size() == 2) {

@@ -2,6 +2,7 @@
 
 #include "gateway/core/text.hpp"
 #include "gateway/sim/report.hpp"
+#include "gateway/sim/report_series.hpp"
 
 namespace tollgate::sim {
 
@@ -68,7 +69,71 @@ void top_list(json_out& j, std::string_view name, std::string_view what,
   j.close(']');
 }
 
-void category(json_out& j, const category_summary& c) {
+/// `name`: [one number per bucket].
+template <typename Pick>
+void column(json_out& j, std::string_view name, const std::vector<time_bucket>& series, Pick pick) {
+  j.open(name, '[');
+  for (const time_bucket& b : series) {
+    j.comma();
+    j.s += pick(b);
+  }
+  j.close(']');
+}
+
+/// The time series of `c`, one array per quantity (docs/simulator.md).
+void series(json_out& j, const run_summary& run, const category_summary& c) {
+  j.open("series", '{');
+  j.str("start", format_time(run.series_origin * core::ns_per_s));
+  j.num("bucket_seconds", static_cast<std::uint64_t>(run.series_width));
+  auto count = [](std::uint64_t v) { return std::to_string(v); };
+  column(j, "requests", c.series, [&](const time_bucket& b) { return count(b.requests); });
+  column(j, "admitted", c.series, [&](const time_bucket& b) { return count(b.admitted); });
+  for (std::size_t d = 0; d < core::outcome_count; ++d) {
+    const auto o = static_cast<core::outcome>(d);
+    if (o == core::outcome::error) continue;  // as above: a replay has no store to fail
+    column(j, core::outcome_name(o), c.series,
+           [&](const time_bucket& b) { return count(of(b, o)); });
+  }
+  column(j, "peak_per_second", c.series, [&](const time_bucket& b) { return count(b.peak); });
+  if (c.attack) {
+    column(j, "baseline", c.series, [](const time_bucket& b) {
+      return b.ticks == 0 ? std::string("null") : rate_text(b.baseline());
+    });
+    column(j, "level", c.series, [&](const time_bucket& b) { return count(b.level); });
+  }
+  j.close('}');
+}
+
+void attack_settings(json_out& j, const category_summary& c) {
+  if (!c.attack) {
+    j.key("attack_mode");
+    j.s += "null";
+    return;
+  }
+  j.open("attack_mode", '{');
+  for (std::size_t l = 1; l < policy::attack_levels; ++l) {
+    if (c.above[l] == 0) continue;
+    j.key(policy::attack_level_names[l]);
+    j.s += rate_text(c.above[l]);
+  }
+  j.close('}');
+}
+
+void changes(json_out& j, const run_summary& run) {
+  j.open("attack_changes", '[');
+  for (const level_change_summary& c : run.changes) {
+    j.open('{');
+    j.str("time", format_time(c.time));
+    j.str("category", c.category);
+    j.str("from", policy::attack_level_names[c.from]);
+    j.str("to", policy::attack_level_names[c.to]);
+    j.str("why", c.why);
+    j.close('}');
+  }
+  j.close(']');
+}
+
+void category(json_out& j, const run_summary& run, const category_summary& c) {
   j.open(c.name, '{');
   j.num("requests", c.requests);
   j.num("admitted", c.admitted);
@@ -85,6 +150,8 @@ void category(json_out& j, const category_summary& c) {
   counted_object(j, "limited_by_consumer_tier", c.tier_limited);
   top_list(j, "top_addresses", "address", c.top_addresses);
   top_list(j, "top_networks", "network", c.top_networks);
+  attack_settings(j, c);
+  series(j, run, c);
   j.close('}');
 }
 
@@ -177,8 +244,9 @@ std::string json_report(const report_input& in) {
     j.num("unroutable", run.unroutable);
     j.open("categories", '{');
     for (const auto& c : run.categories)
-      category(j, c);
+      category(j, run, c);
     j.close('}');
+    changes(j, run);
     j.close('}');
   }
   j.close(']');

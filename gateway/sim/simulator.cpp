@@ -82,6 +82,7 @@ void append_limit(std::string& out, const simulated& o) {
 simulator::simulator(config::gateway_config c)
     : config_(std::move(c)),
       policy_(with_logged_tiers(config_.policy), sim_key),
+      attack_(policy_),
       router_(config_, policy_),
       store_(capacity_of(config_.store), 0x5eed, 1),
       // The secret only signs challenges nobody will answer.
@@ -146,7 +147,16 @@ void simulator::decide(const log_record& r, const policy::route& to, bool upgrad
                                      true,
                                      r.time,
                                      preflight != nullptr ? &preflight_route_ : &to};
-  const admission::setting s{config_, policy_, router_, nullptr, gate_, pow_};
+  // Attack mode's levels are those the log's own times give (docs/design.md §16): its
+  // monitors tick at each whole second before the request is decided.
+  attack_.advance(r.time);
+  const admission::setting s{.config = config_,
+                             .policy = policy_,
+                             .router = router_,
+                             .page = nullptr,
+                             .gate = gate_,
+                             .pow = pow_,
+                             .attack = attack_.board()};
   admission::record& a = record_;
   admission::step step = admission::spend_claimed(pow_, s, admission::admit(s, view, a), a);
   if (step == admission::step::ask_store) {
@@ -160,6 +170,7 @@ void simulator::decide(const log_record& r, const policy::route& to, bool upgrad
   out.unkeyed = a.unkeyed;
   out.consumer_tier = a.consumer_tier;
   out.result = a.fx.outcome;
+  attack_.count(out.category, r.time, out.result);
   if (!a.verdict.limits_checked) return;
   const limit::decision& d = a.decision;
   const std::uint8_t binding = out.result == core::outcome::shadow_limited

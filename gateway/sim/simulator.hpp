@@ -21,6 +21,7 @@
 #include "gateway/policy/compiled_policy.hpp"
 #include "gateway/policy/gate.hpp"
 #include "gateway/policy/router.hpp"
+#include "gateway/sim/attack_replay.hpp"
 #include "gateway/sim/log_reader.hpp"
 
 namespace tollgate::sim {
@@ -60,6 +61,7 @@ class simulator {
   /// target is no valid path (the gateway answers 400 and logs nothing).
   const policy::route* route(const log_record& r, bool upgrade);
   /// Decides `r` at r.time as the gateway would have; false when its target is no valid path.
+  /// Requests are decided in time order: attack mode's ticks follow their times.
   bool decide(const log_record& r, bool upgrade, simulated& out);
   /// Prefetches the store slots `r`, routed to `to`, will use: called one request ahead of
   /// decide, so that their cache misses overlap the work in between. Changes no state.
@@ -75,6 +77,8 @@ class simulator {
   const config::gateway_config& config() const noexcept { return config_; }
   /// Its compiled policy, tier sources as with_logged_tiers makes them.
   const policy::compiled_policy& policy() const noexcept { return policy_; }
+  /// Attack mode as replayed so far, and the time series of every category.
+  const attack_replay& attack() const noexcept { return attack_; }
 
  private:
   /// Bans the client of `r` at r.time, for that instant; the block to lift afterwards.
@@ -82,6 +86,7 @@ class simulator {
 
   config::gateway_config config_;   ///< as loaded
   policy::compiled_policy policy_;  ///< limits per category
+  attack_replay attack_;            ///< attack mode's monitors, ticked from the log's times
   policy::router router_;           ///< routes
   limit::memory_store store_;       ///< limiter state, `now` from the log
   policy::pow_state pow_;           ///< bans and counters: stay empty
