@@ -134,6 +134,13 @@ std::optional<attack_monitor::transition> attack_monitor::tick(core::nanos now, 
   rate_ = static_cast<double>(total - total_) * 1e9 / static_cast<double>(dt);
   last_ = now;
   total_ = total;
+  // The first traffic seen is the first baseline (a gateway started before its traffic does
+  // not take the silence for normal).
+  const bool first = !learnt_ && rate_ > 0 && level_ == 0;
+  if (first) {
+    average_ = rate_;
+    learnt_ = true;
+  }
   const double base = baseline(r);
   const double ratio = rate_ / base;
   bool suspect = false;
@@ -148,14 +155,9 @@ std::optional<attack_monitor::transition> attack_monitor::tick(core::nanos now, 
   // The baseline learns normal traffic only: not in attack mode, not while the rate is above a
   // level (it may be the start of one). An operator who forces normal says the traffic is
   // normal, whatever its rate: a lasting rise is learnt so.
-  if (level_ == 0 && (forced_ || !suspect)) {
-    if (!learnt_) {
-      average_ = rate_;
-      learnt_ = true;
-    } else {
-      const double alpha = 1.0 - std::exp(-static_cast<double>(dt) / static_cast<double>(r.window));
-      average_ += alpha * (rate_ - average_);
-    }
+  if (learnt_ && !first && level_ == 0 && (forced_ || !suspect)) {
+    const double alpha = 1.0 - std::exp(-static_cast<double>(dt) / static_cast<double>(r.window));
+    average_ += alpha * (rate_ - average_);
   }
   if (forced_) {
     if (forced_until_ == 0 || now < forced_until_) return std::nullopt;

@@ -25,8 +25,9 @@ if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
 import harness as h  # noqa: E402
 import tollgate_pow  # noqa: E402
 
-# A floor of 4/s and no learnt traffic: the baseline is the floor. 10/s is 2.5x (elevated),
-# 30/s 7.5x (high), 150/s 37x (severe from 48/s).
+# A floor of 2/s; the test's normal traffic (3/s: under 2x the floor whatever its first second
+# measured) teaches the baseline more than the floor first, and the flood is then a multiple of
+# what was learnt.
 POLICY = """
 categories:
   general:
@@ -34,7 +35,7 @@ categories:
       ipv4_individual: { short: { rate: 1/s, burst: 8 } }
     pow: { enabled: true, base_bits: 8, step_bits: 1, max_bits: 12 }
     attack_mode:
-      baseline: { window: 10s, floor: 4/s }
+      baseline: { window: 10s, floor: 2/s }
       sustain: 2s
       levels:
         elevated: { above: 2x,  limits: 0.75 }
@@ -125,15 +126,22 @@ class AttackMode(h.GatewayCase):
 
     def test_a_flood_enters_the_levels_and_the_category_steps_down(self):
         gw = self.gw
-        start = time.monotonic()
         self.assertEqual(general(gw)["level"], "normal")
         status, headers, _ = get(gw, h.new_client_address())
         self.assertEqual(status, 200)
         self.assertIsNone(headers.get("x-tollgate-mode"))
         self.assertEqual(headers["x-ratelimit-limit"], "8")
 
-        flood = Flood(gw, 30)
+        # Normal traffic first: the baseline learns it (never below the floor of 2/s).
+        flood = Flood(gw, 3)
         try:
+            self.assertTrue(h.eventually(lambda: general(gw)["baseline"] > 2.3, timeout=20),
+                            general(gw))
+            self.assertEqual(general(gw)["level"], "normal")
+            learnt = general(gw)["baseline"]
+            # 7x what was learnt: above high's 5x, under severe's 12x.
+            flood.rate = 7 * learnt
+            start = time.monotonic()
             seen = wait_level(gw, "high", 8)
             self.assertGreaterEqual(time.monotonic() - start, 2.0)  # sustain
             self.assertEqual(seen["limits"], 0.5)
@@ -154,7 +162,7 @@ class AttackMode(h.GatewayCase):
             status, headers, _ = get(gw, client, path="/quiet/x")
             self.assertEqual((status, headers.get("x-tollgate-mode")), (200, None))
 
-            flood.rate = 150
+            flood.rate = 30 * learnt
             wait_level(gw, "severe", 8)
             status, headers, body = get(gw, h.new_client_address())
             self.assertEqual((status, headers["x-tollgate-mode"]), (503, "severe"), body)
@@ -165,6 +173,8 @@ class AttackMode(h.GatewayCase):
             self.assertEqual(get(gw, ALLOWED)[0], 200)
             # The clearance is bound to its address.
             self.assertEqual(get(gw, h.new_client_address(), f"X-PoW-Clearance: {clearance}\r\n")[0], 503)
+            # The attack is not learnt.
+            self.assertAlmostEqual(general(gw)["baseline"], learnt, delta=learnt * 0.15)
         finally:
             flood.stop()
         # Calm: one level down per cool_down (4 s), then the limits come back in steps.

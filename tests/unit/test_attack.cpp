@@ -81,6 +81,11 @@ TEST_CASE("attack mode: the levels compile, a level without limits keeps the tig
 }
 
 TEST_CASE("attack mode: the baseline learns normal traffic and never goes below the floor") {
+  feed silent;
+  silent.run(30, 0);  // a gateway up before its traffic: silence is not learnt
+  silent.run(1, 40);
+  CHECK(silent.m.baseline(silent.rules) == 40);  // the first traffic is the first baseline
+  CHECK(silent.m.level() == 0);
   feed f;
   f.run(5, 4);
   CHECK(f.m.baseline(f.rules) == 10);  // 4/s learnt, the floor holds
