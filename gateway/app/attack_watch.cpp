@@ -73,12 +73,22 @@ void attack_watch::tick() {
   }
 }
 
+void attack_watch::refresh() {
+  const core::nanos now = clock_.now();
+  for (const place& p : places()) {
+    const auto it = monitors_.find(p.name);
+    if (it != monitors_.end())
+      current_->attack.set(p.index, it->second.monitor.status(now, *p.rules));
+  }
+}
+
 std::vector<attack_watch::view> attack_watch::list() const {
   std::vector<view> out;
   const core::nanos now = clock_.now();
   for (const place& p : places()) {
     const auto it = monitors_.find(p.name);
-    view v{p.name};
+    view v;
+    v.category = p.name;
     if (it != monitors_.end()) {
       const policy::attack_monitor& m = it->second.monitor;
       v.status = m.status(now, *p.rules);

@@ -56,6 +56,9 @@ class attack_watch {
 
   /// One tick at the clock's now (the timer's work; tests may call it).
   void tick();
+  /// Writes every category's status to the board of the snapshot now in force: a reload's new
+  /// snapshot starts with its categories' levels rather than a second of normal.
+  void refresh();
 
  private:
   struct entry {

@@ -312,6 +312,7 @@ class gateway_process {
         reader_.join();
         reload({path_, identity_key_, metrics_, *pow_, *server_, current_, access_log_},
                std::move(files));
+        attack_->refresh();
         follow_jwks();
         notify_systemd("READY=1");
         reading_ = false;

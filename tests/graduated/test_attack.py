@@ -220,6 +220,10 @@ class AttackMode(h.GatewayCase):
         time.sleep(1.5)
         self.assertEqual(general(gw)["level"], "high")
         self.assertEqual(get(gw, h.new_client_address())[0], 428)
+        # A reload keeps the level, from its first request on.
+        self.assertIn("in force", gw.reload(gateway_file(), POLICY))
+        self.assertEqual(get(gw, h.new_client_address())[0], 428)
+        self.assertEqual(general(gw)["level"], "high")
         status, seen = admin(gw, "DELETE", "/admin/attack-mode/general")
         self.assertEqual((status, seen["level"], seen["forced"]), (200, "normal", False))
         # Refusals, each with its reason.
