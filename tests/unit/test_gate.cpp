@@ -543,3 +543,43 @@ TEST_CASE("clearance: lifetime doubles per bit over base_bits, capped", "[gate]"
   CHECK(pow::clearance_lifetime(14, 16, base, max) == base / 4);
   CHECK(pow::clearance_lifetime(40, 16, base, max) == max);
 }
+
+TEST_CASE("gate: a required proof (ladder or attack mode) is one violation's, cleared or not",
+          "[gate]") {
+  world w;
+  const auto& c = w.category("guarded");
+  auto ask = [&](bool require, std::string_view solution, std::string_view clearance) {
+    policy::gate_input in{&c, &w.who, solution, now, false};
+    in.require_proof = require;
+    in.clearance = clearance;
+    policy::gate_verdict v;
+    w.gate.before_limits(in, v);
+    spend(w, in, v);
+    return v;
+  };
+  // No violation, not required: the limits are asked.
+  CHECK(ask(false, "", "").ask_limits);
+  // Required: a challenge of the difficulty of one violation (base_bits 3).
+  auto v = ask(true, "", "");
+  CHECK(v.result == outcome::challenged);
+  CHECK(v.challenge.bits == 3);
+  // A proof of it pays; a clearance of at least those bits waives it.
+  CHECK(ask(true, w.proof("guarded", 3), "").ask_limits);
+  v = ask(true, "", clearance(w, "guarded", 3, now - core::ns_per_s));
+  CHECK(v.ask_limits);
+  CHECK(v.effects.cleared);
+  // With violations, the higher of the two requirements: 2 violations ask 4 bits.
+  w.violate(2);
+  v = ask(true, "", "");
+  CHECK(v.challenge.bits == 4);
+  // A clearance earned before those violations is void.
+  CHECK(ask(true, "", clearance(w, "guarded", 6, now - core::ns_per_s)).result ==
+        outcome::challenged);
+  // The gate's has_clearance: any valid clearance, whatever its bits.
+  policy::gate_input in{&c, &w.who, "", now + 2 * core::ns_per_s, false};
+  const std::string after = clearance(w, "guarded", 3, now + core::ns_per_s);
+  in.clearance = after;
+  CHECK(w.gate.has_clearance(in));
+  in.clearance = "nonsense";
+  CHECK_FALSE(w.gate.has_clearance(in));
+}
