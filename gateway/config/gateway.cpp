@@ -86,10 +86,31 @@ listener_config read_listener(const yaml_node& n, const std::string& file) {
   l.address = read_address(n.at("address"));
   l.port = read_port(n.at("port"));
   if (auto t = n.get("tls")) {
-    t->expect_keys({"certificate", "private_key"});
-    l.tls = tls_config{readable_file(t->at("certificate"), file),
-                       readable_file(t->at("private_key"), file), t->at("certificate").line(),
-                       t->at("private_key").line()};
+    t->expect_keys({"certificate", "private_key", "certificates"});
+    auto pair = [&](const yaml_node& p, std::string path) {
+      return certificate_files{readable_file(p.at("certificate"), file),
+                               readable_file(p.at("private_key"), file), p.at("certificate").line(),
+                               p.at("private_key").line(), std::move(path)};
+    };
+    tls_config tls;
+    const std::string base = "listeners." + l.name + ".tls";
+    if (auto list = t->get("certificates")) {
+      // Several certificates, chosen by SNI (docs/design.md §17); the first is the default.
+      if (t->get("certificate") || t->get("private_key")) {
+        list->fail("either certificate and private_key, or certificates: not both");
+      }
+      const auto items = list->items();
+      if (items.empty()) list->fail("name at least one certificate");
+      if (items.size() > 100) list->fail("at most 100 certificates");
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        items[i].expect_keys({"certificate", "private_key"});
+        tls.certificates.push_back(
+            pair(items[i], base + ".certificates[" + std::to_string(i) + "]"));
+      }
+    } else {
+      tls.certificates.push_back(pair(*t, base));
+    }
+    l.tls = std::move(tls);
   }
   if (auto p = n.get("proxy_protocol")) l.proxy_protocol = p->as_bool();
   return l;

@@ -14,12 +14,21 @@
 
 namespace tollgate::config {
 
-/// Certificate and key files of a TLS listener (paths resolved against the gateway file).
-struct tls_config {
+/// One certificate of a TLS listener and its key (paths resolved against the gateway file).
+struct certificate_files {
   std::string certificate;   ///< PEM certificate chain
   std::string private_key;   ///< PEM private key
   int certificate_line = 0;  ///< where each was written (errors found when loading them)
   int private_key_line = 0;
+  std::string path;  ///< its key path: "listeners.public.tls" or "...tls.certificates[1]"
+  friend bool operator==(const certificate_files&, const certificate_files&) = default;
+};
+
+/// The certificates of a TLS listener: chosen per handshake by the name the client asks for
+/// (SNI) among their names, the first when none matches (docs/design.md §17).
+struct tls_config {
+  std::vector<certificate_files> certificates;  ///< at least one; the first is the default
+  friend bool operator==(const tls_config&, const tls_config&) = default;
 };
 
 /// One public listener.

@@ -4,7 +4,11 @@
 
 #include "gateway/identity/setup.hpp"
 
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include <atomic>
+#include <cctype>
 
 #include <boost/asio/ssl/context.hpp>
 
@@ -37,6 +41,100 @@ std::vector<std::vector<tcp::endpoint>> resolve_all(const config::gateway_config
 
 }  // namespace
 
+namespace {
+
+/// The certificates of one TLS listener, and the names each serves (docs/design.md §17).
+struct sni_set {
+  std::vector<std::unique_ptr<asio::ssl::context>> contexts;  ///< one per certificate, by order
+  std::vector<std::pair<std::string, std::size_t>> exact;     ///< lower-case name -> context
+  /// A "*.example.com" name as "example.com" -> context: one label in front matches.
+  std::vector<std::pair<std::string, std::size_t>> wildcard;
+
+  /// The context for `name` (the client's SNI): an exact name, else a wildcard, else the first.
+  std::size_t find(std::string_view name) const {
+    std::string lower(name);
+    for (char& ch : lower)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (const auto& [n, i] : exact)
+      if (n == lower) return i;
+    const auto dot = lower.find('.');
+    if (dot != std::string::npos && dot > 0) {
+      const std::string_view parent = std::string_view(lower).substr(dot + 1);
+      for (const auto& [n, i] : wildcard)
+        if (n == parent) return i;
+    }
+    return 0;
+  }
+};
+
+/// OpenSSL's SNI callback on a listener's first context: switches the handshake to the
+/// certificate whose names hold the one asked for.
+int choose_certificate(SSL* ssl, int*, void* arg) {
+  const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  if (name == nullptr) return SSL_TLSEXT_ERR_OK;  // no SNI: the default
+  const auto& set = *static_cast<const sni_set*>(arg);
+  const std::size_t i = set.find(name);
+  if (i != 0) SSL_set_SSL_CTX(ssl, set.contexts[i]->native_handle());
+  return SSL_TLSEXT_ERR_OK;
+}
+
+/// The DNS names of the certificate in `ctx` (its subjectAltName, else its common name).
+std::vector<std::string> names_of(SSL_CTX* ctx) {
+  std::vector<std::string> out;
+  X509* cert = SSL_CTX_get0_certificate(ctx);
+  if (cert == nullptr) return out;
+  auto* sans =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (sans != nullptr) {
+    for (int i = 0; i < sk_GENERAL_NAME_num(sans); ++i) {
+      const GENERAL_NAME* g = sk_GENERAL_NAME_value(sans, i);
+      if (g->type != GEN_DNS) continue;
+      const auto* s = g->d.dNSName;
+      out.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                       static_cast<std::size_t>(ASN1_STRING_length(s)));
+    }
+    GENERAL_NAMES_free(sans);
+  }
+  if (out.empty()) {
+    char cn[256];
+    const int n =
+        X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn);
+    if (n > 0) out.emplace_back(cn, static_cast<std::size_t>(n));
+  }
+  for (auto& name : out)
+    for (char& ch : name)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+/// One context for `files`; throws config::error naming the key of a file that does not load.
+std::unique_ptr<asio::ssl::context> load_context(const config::gateway_config& c,
+                                                 const config::certificate_files& files) {
+  namespace ssl = asio::ssl;
+  auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
+  // TLS 1.2 and 1.3 only.
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                   ssl::context::single_dh_use);
+  // OpenSSL's record buffers (about 34 KiB a connection) go back while a connection is idle,
+  // as the plain path's buffers do (issue 8: memory per idle connection).
+  SSL_CTX_set_mode(ctx->native_handle(), SSL_MODE_RELEASE_BUFFERS);
+  error_code ec;
+  ctx->use_certificate_chain_file(files.certificate, ec);
+  if (ec) {
+    throw config::error(c.file, files.certificate_line, files.path + ".certificate",
+                        "cannot load '" + files.certificate + "': " + ec.message());
+  }
+  ctx->use_private_key_file(files.private_key, ssl::context::pem, ec);
+  if (ec) {
+    throw config::error(c.file, files.private_key_line, files.path + ".private_key",
+                        "cannot load '" + files.private_key + "': " + ec.message());
+  }
+  return ctx;
+}
+
+}  // namespace
+
 std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
     const config::gateway_config& c) {
   std::vector<std::shared_ptr<asio::ssl::context>> out;
@@ -45,29 +143,24 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
       out.emplace_back();
       continue;
     }
-    namespace ssl = asio::ssl;
-    auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
-    // TLS 1.2 and 1.3 only.
-    ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                     ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
-                     ssl::context::single_dh_use);
-    // OpenSSL's record buffers (about 34 KiB a connection) go back while a connection is idle,
-    // as the plain path's buffers do (issue 8: memory per idle connection).
-    SSL_CTX_set_mode(ctx->native_handle(), SSL_MODE_RELEASE_BUFFERS);
-    error_code ec;
-    ctx->use_certificate_chain_file(l.tls->certificate, ec);
-    if (ec) {
-      throw config::error(c.file, l.tls->certificate_line,
-                          "listeners." + l.name + ".tls.certificate",
-                          "cannot load '" + l.tls->certificate + "': " + ec.message());
+    auto set = std::make_shared<sni_set>();
+    for (std::size_t i = 0; i < l.tls->certificates.size(); ++i) {
+      set->contexts.push_back(load_context(c, l.tls->certificates[i]));
+      for (const std::string& name : names_of(set->contexts.back()->native_handle())) {
+        if (name.starts_with("*.")) {
+          set->wildcard.emplace_back(name.substr(2), i);
+        } else {
+          set->exact.emplace_back(name, i);
+        }
+      }
     }
-    ctx->use_private_key_file(l.tls->private_key, ssl::context::pem, ec);
-    if (ec) {
-      throw config::error(c.file, l.tls->private_key_line,
-                          "listeners." + l.name + ".tls.private_key",
-                          "cannot load '" + l.tls->private_key + "': " + ec.message());
+    SSL_CTX* first = set->contexts.front()->native_handle();
+    if (set->contexts.size() > 1) {
+      SSL_CTX_set_tlsext_servername_callback(first, choose_certificate);
+      SSL_CTX_set_tlsext_servername_arg(first, set.get());
     }
-    out.push_back(std::move(ctx));
+    // The listener holds the first context; it keeps the others (and the names) alive.
+    out.emplace_back(set, set->contexts.front().get());
   }
   return out;
 }

@@ -27,7 +27,7 @@ gateway_config running_config() {
   listener_config secure = plain;
   secure.name = "secure";
   secure.port = 8443;
-  secure.tls = tls_config{"certs/a.pem", "certs/a.key", 3, 3};
+  secure.tls = tls_config{{{"certs/a.pem", "certs/a.key", 3, 3, "listeners.secure.tls"}}};
   g.listeners = {plain, secure};
   g.workers = 2;
   upstream_config app;
@@ -60,7 +60,7 @@ const std::vector<row> rows = {
      {"listeners.public.tls"}},
     {"TLS off", [](gateway_config& g) { g.listeners[1].tls.reset(); }, {"listeners.secure.tls"}},
     {"a renewed certificate's path (live)",
-     [](gateway_config& g) { g.listeners[1].tls->certificate = "certs/b.pem"; },
+     [](gateway_config& g) { g.listeners[1].tls->certificates[0].certificate = "certs/b.pem"; },
      {}},
     {"a listener renamed",
      [](gateway_config& g) { g.listeners[0].name = "front"; },
@@ -186,7 +186,7 @@ TEST_CASE("a reload keeps the running listeners and applies the rest", "[config]
   const gateway_config running = running_config();
   gateway_config next = running;
   next.listeners[0].port = 9999;
-  next.listeners[1].tls->certificate = "certs/b.pem";
+  next.listeners[1].tls->certificates[0].certificate = "certs/b.pem";
   next.logging.level = "debug";
   next.limits.max_header_bytes = 1024;
   next.workers = 16;
@@ -200,26 +200,27 @@ TEST_CASE("a reload keeps the running listeners and applies the rest", "[config]
   CHECK(applied.pow.challenge_ttl == running.pow.challenge_ttl);
   CHECK(applied.pow.page.title == "One moment");
   // Live: the certificate a TLS listener presents, logging, other limits.
-  CHECK(applied.listeners[1].tls->certificate == "certs/b.pem");
+  CHECK(applied.listeners[1].tls->certificates[0].certificate == "certs/b.pem");
   CHECK(applied.logging.level == "debug");
   CHECK(applied.limits.max_header_bytes == 1024);
 
   SECTION("a TLS listener renamed keeps its name and certificate, so sessions find both") {
     next = running;
     next.listeners[1].name = "tls";
-    next.listeners[1].tls->certificate = "certs/b.pem";
+    next.listeners[1].tls->certificates[0].certificate = "certs/b.pem";
     const gateway_config kept = keep_restart_only(running, next);
     REQUIRE(kept.listeners.size() == 2);
     CHECK(kept.listeners[1].name == "secure");
-    CHECK(kept.listeners[1].tls->certificate == "certs/a.pem");
+    CHECK(kept.listeners[1].tls->certificates[0].certificate == "certs/a.pem");
   }
   SECTION("TLS turned off keeps the running certificate; turned on is not applied") {
     next = running;
     next.listeners[1].tls.reset();
-    next.listeners[0].tls = tls_config{"certs/c.pem", "certs/c.key", 1, 1};
+    next.listeners[0].tls =
+        tls_config{{{"certs/c.pem", "certs/c.key", 1, 1, "listeners.public.tls"}}};
     const gateway_config kept = keep_restart_only(running, next);
     REQUIRE(kept.listeners[1].tls.has_value());
-    CHECK(kept.listeners[1].tls->certificate == "certs/a.pem");
+    CHECK(kept.listeners[1].tls->certificates[0].certificate == "certs/a.pem");
     CHECK_FALSE(kept.listeners[0].tls.has_value());
   }
 }
