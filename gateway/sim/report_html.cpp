@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "gateway/policy/challenge_page.hpp"
 #include "gateway/sim/report.hpp"
 #include "gateway/sim/report_page.hpp"
 #include "gateway/sim/report_series.hpp"
@@ -29,30 +30,12 @@ std::string esc(std::string_view s) {
   std::string out;
   for (const char c : s) {
     const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        if (u >= 0x20 && u < 0x7f) {
-          out += c;
-        } else {
-          out += "\\x";
-          out += hex[u >> 4];
-          out += hex[u & 15];
-        }
+    if (u >= 0x20 && u < 0x7f) {
+      policy::append_html_escaped(out, std::string_view(&c, 1));
+    } else {
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
     }
   }
   return out;
