@@ -17,7 +17,7 @@ FROM docker.io/library/debian:bookworm AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       cmake ninja-build g++ ccache pkg-config \
-      libyaml-cpp-dev libboost1.81-dev libssl-dev libspdlog-dev prometheus-cpp-dev libhiredis-dev \
+      libyaml-cpp-dev libboost1.81-dev libssl-dev libspdlog-dev prometheus-cpp-dev libhiredis-dev libnghttp2-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
@@ -47,7 +47,7 @@ FROM docker.io/library/debian:bookworm-slim
 # OpenSSL's). No ca-certificates: TLS to Redis names its CA file in the configuration.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libyaml-cpp0.7 libssl3 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0 libhiredis0.14 \
+      libyaml-cpp0.7 libssl3 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0 libhiredis0.14 libnghttp2-14 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
  && groupadd --system --gid 10001 tollgate \
  && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home \

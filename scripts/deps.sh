@@ -7,15 +7,16 @@
 tollgate_run_packages=(
   cmake ninja-build g++ ccache pkg-config
   libyaml-cpp-dev openssl libboost1.81-dev libssl-dev libspdlog-dev prometheus-cpp-dev
-  libhiredis-dev curl python3-websockets
+  libhiredis-dev libnghttp2-dev curl python3-websockets
 )
 # The tests and benchmarks on top: Catch2 and Google Benchmark for their build, the processes
 # and tools the tests start (promtool from prometheus, nginx, Redis, headless Chromium, node,
 # systemd-analyze from systemd, which installs in a container too, where it is not PID 1;
-# python3-jwt, the tokens of the identity tests, made by a library that is not ours).
+# python3-jwt, the tokens of the identity tests, made by a library that is not ours; h2load
+# and nghttp from nghttp2-client and python3-h2, HTTP/2 clients that are not ours).
 tollgate_test_packages=(
   catch2 libbenchmark-dev prometheus nginx-light redis-server redis-tools python3-yaml chromium
-  nodejs systemd python3-jwt python3-cryptography
+  nodejs systemd python3-jwt python3-cryptography nghttp2-client python3-h2
 )
 # `kubectl kustomize` for tests/deploy: Debian's kubectl, only when there is none, since a
 # kubectl from another package (Google's, Kubernetes' own) conflicts with it.

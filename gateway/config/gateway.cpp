@@ -78,7 +78,7 @@ core::duration positive_duration(const yaml_node& n) {
 }
 
 listener_config read_listener(const yaml_node& n, const std::string& file) {
-  n.expect_keys({"name", "address", "port", "tls", "proxy_protocol"});
+  n.expect_keys({"name", "address", "port", "tls", "proxy_protocol", "http2"});
   listener_config l;
   const yaml_node name = n.at("name");
   l.name = name.as_string();
@@ -113,6 +113,7 @@ listener_config read_listener(const yaml_node& n, const std::string& file) {
     l.tls = std::move(tls);
   }
   if (auto p = n.get("proxy_protocol")) l.proxy_protocol = p->as_bool();
+  if (auto h = n.get("http2")) l.http2 = h->as_bool();
   return l;
 }
 
@@ -127,7 +128,7 @@ bool collides(const core::address& a, std::uint16_t pa, const core::address& b, 
 limits_config read_limits(const yaml_node& n) {
   n.expect_keys({"max_header_bytes", "max_request_body", "header_timeout", "body_timeout",
                  "keepalive_timeout", "max_connections", "max_connections_per_address",
-                 "max_connections_per_network", "min_body_rate"});
+                 "max_connections_per_network", "min_body_rate", "max_concurrent_streams"});
   limits_config l;
   if (auto v = n.get("max_header_bytes")) {
     l.max_header_bytes = v->as_size();
@@ -149,6 +150,9 @@ limits_config read_limits(const yaml_node& n) {
     l.max_connections_per_network = static_cast<std::uint32_t>(v->as_uint(1, 1'000'000));
   }
   if (auto v = n.get("min_body_rate")) l.min_body_rate = v->as_size();
+  if (auto v = n.get("max_concurrent_streams")) {
+    l.max_concurrent_streams = static_cast<std::uint32_t>(v->as_uint(1, 1000));
+  }
   return l;
 }
 

@@ -38,6 +38,9 @@ struct listener_config {
   std::uint16_t port = 0;         ///< bind port
   std::optional<tls_config> tls;  ///< terminate TLS
   bool proxy_protocol = false;    ///< expect a PROXY protocol v1/v2 header first
+  /// HTTP/2 (docs/design.md §17): offered by ALPN beside http/1.1 on TLS, and spoken on a plain
+  /// listener to clients that start with its preface (h2c with prior knowledge).
+  bool http2 = false;
 };
 
 /// The admin listener (metrics, health, admin API).
@@ -69,6 +72,8 @@ struct limits_config {
   /// A body (request from the client, response from the upstream) must average at least this
   /// many bytes a second once `body_timeout` has passed since it started; 0: no minimum.
   std::uint64_t min_body_rate = 1024;
+  /// HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
+  std::uint32_t max_concurrent_streams = 100;
 };
 
 /// One upstream endpoint, `host:port` (host: name or address).

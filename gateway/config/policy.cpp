@@ -803,8 +803,9 @@ penalties_config read_penalties(const yaml_node& n, loader& ld) {
     if (!valid_name(event)) value.fail("invalid event name (use a-z, 0-9, _ and -)");
     p.points.emplace_back(event, as_u32(value, 0, 1'000'000));
     // Every other event is a violation reason, checked once all are read (pow_failed and
-    // token_invalid always are).
-    if (event != "rate_limited" && event != "pow_failed" && event != "token_invalid") {
+    // token_invalid and protocol_abuse always are).
+    if (event != "rate_limited" && event != "pow_failed" && event != "token_invalid" &&
+        event != "protocol_abuse") {
       ld.references.push_back({value.file(), value.line(), value.path(), event});
     }
   }
@@ -910,6 +911,11 @@ policy_config finish(loader& ld) {
   // individual level only: one client's bad tokens say nothing of its neighbours.
   if (!ld.violation_files.contains("token_invalid")) {
     ld.policy.violations.push_back({"token_invalid", true, false, std::nullopt});
+  }
+  // An HTTP/2 connection ended for abuse (rapid reset, floods, endless header blocks,
+  // docs/design.md §17) always raises protocol_abuse; by default on the individual level only.
+  if (!ld.violation_files.contains("protocol_abuse")) {
+    ld.policy.violations.push_back({"protocol_abuse", true, false, std::nullopt});
   }
   return std::move(ld.policy);
 }

@@ -39,6 +39,7 @@ void compare_listeners(std::vector<std::string>& out, const gateway_config& runn
     // keep_restart_only).
     compare(out, key + ".tls", r.tls.has_value(), n->tls.has_value());
     compare(out, key + ".proxy_protocol", r.proxy_protocol, n->proxy_protocol);
+    compare(out, key + ".http2", r.http2, n->http2);
   }
   for (const auto& n : next.listeners) {
     if (listener_named(running, n.name) == nullptr) out.push_back("listeners." + n.name);

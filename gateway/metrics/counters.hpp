@@ -42,6 +42,18 @@ inline constexpr std::size_t refusal_count = 3;
 inline constexpr std::array<std::string_view, refusal_count> refusal_names = {
     "per_address", "max_connections", "per_network"};
 
+/// Why an HTTP/2 connection was ended with GOAWAY (label `reason` of tollgate_http2_goaways_total,
+/// docs/design.md §17): abuse gets ENHANCE_YOUR_CALM, a malformed frame PROTOCOL_ERROR.
+enum class h2_goaway : std::uint8_t {
+  rapid_reset,   ///< streams cancelled faster than honest ones were opened
+  flood,         ///< SETTINGS, PING, PRIORITY or empty DATA frames past their budget
+  header_block,  ///< a header block past max_header_bytes on the wire or in CONTINUATION frames
+  protocol       ///< a frame nghttp2 refused (malformed, or against the protocol)
+};
+inline constexpr std::size_t h2_goaway_count = 4;
+inline constexpr std::array<std::string_view, h2_goaway_count> h2_goaway_names = {
+    "rapid_reset", "flood", "header_block", "protocol"};
+
 /// Why a WebSocket upgrade was refused (label `reason` of
 /// tollgate_websocket_upgrades_refused_total).
 enum class upgrade_refusal : std::uint8_t {
@@ -228,6 +240,11 @@ struct worker_counters {
   std::array<std::array<counter, refusal_count>, max_names> connections_refused;
   /// [listener] idle keep-alive connections closed to make room for new ones
   std::array<counter, max_names> idle_closed;
+  /// [listener] HTTP/2 connections, and the streams they opened (docs/design.md §17)
+  std::array<counter, max_names> h2_connections;
+  std::array<counter, max_names> h2_streams;  ///< see h2_connections
+  /// [listener][reason] HTTP/2 connections ended with GOAWAY for abuse or a protocol error
+  std::array<std::array<counter, h2_goaway_count>, max_names> h2_goaways;
   /// [category][code class] responses sent, local answers included
   std::array<std::array<counter, code_class_names.size()>, max_names> responses;
   /// [category] from the request's head to the end of its response

@@ -204,6 +204,7 @@ void add_fixed(label_sets& l) {
     return upstream_error_name(static_cast<upstream_error>(k));
   });
   l[axis::refusal] = every("reason", refusal_names);
+  l[axis::h2_goaway] = every("reason", h2_goaway_names);
   l[axis::verification] = every("result", verification_results);
   l[axis::clearance_result] = every("result", clearance_results);
   l[axis::penalty_step] = every("step", penalty_steps);

@@ -55,8 +55,9 @@ enum class axis : std::uint8_t {
   penalty_step,      ///< `step`: the penalty ladder's actions (docs/design.md §16)
   attack_from,       ///< `from`: attack mode's levels
   attack_to,         ///< `to`: attack mode's levels
+  h2_goaway,         ///< `reason` of tollgate_http2_goaways_total
 };
-inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::attack_to) + 1;
+inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::h2_goaway) + 1;
 
 /// Label indices of one series, by axis position in its family.
 using series_index = std::array<std::size_t, 5>;

@@ -96,7 +96,8 @@ void text_start(std::string& out, std::chrono::system_clock::time_point now,
 
 void append_access_line(std::string& out, bool json, std::chrono::system_clock::time_point now,
                         const access_entry& e) {
-  const std::string_view protocol = e.version == 10 ? "HTTP/1.0" : "HTTP/1.1";
+  const std::string_view protocol =
+      e.version == 10 ? "HTTP/1.0" : (e.version == 20 ? "HTTP/2.0" : "HTTP/1.1");
   if (json) {
     json_start(out, now, "access", e.client, e.method, e.target);
     json_text(out, "protocol", protocol);

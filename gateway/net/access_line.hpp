@@ -15,7 +15,7 @@ struct access_entry {
   std::string_view client;         ///< the address it was charged to
   std::string_view method;         ///< as sent
   std::string_view target;         ///< as sent (path and query)
-  unsigned version = 11;           ///< HTTP version, 10 or 11
+  unsigned version = 11;           ///< HTTP version: 10, 11, or 20 (HTTP/2)
   unsigned status = 0;             ///< of the response; 0: none was sent (the client left)
   std::string_view category;       ///< its category
   std::string_view decision;       ///< the label of tollgate_requests_total

@@ -12,28 +12,29 @@ namespace {
 
 /// The counters of rejections by limit `l` of category label `c` of the request in hand, by
 /// its consumer tier when it has one (docs/design.md §15).
-metrics::limit_rejections& rejections(worker& w, const request_in_hand& r, std::size_t category,
-                                      std::size_t c, std::size_t l) {
-  const std::uint8_t tier = r.adm.consumer_tier;
+metrics::limit_rejections& rejections(worker& w, const snapshot& snap, const admission::record& a,
+                                      std::size_t category, std::size_t c, std::size_t l) {
+  const std::uint8_t tier = a.consumer_tier;
   // Made when this worker adopted the request's snapshot, whose policy has tiers.
   metrics::tiered_rejections* tiered = w.counters.rate_limited_tiered.get();
   if (tier == policy::no_tier || tiered == nullptr) return w.counters.rate_limited[c][l];
-  return (*tiered)[c][l][r.snap->tier_metric[category][tier]];
+  return (*tiered)[c][l][snap.tier_metric[category][tier]];
 }
 
 /// Counts what the limits did to the request in hand: the binding rejection (enforced, or
 /// shadowed) and the limits its keys were missing for; a rejection by a limit is noted for
-/// GET /admin/limited. `category` is its category's index in the snapshot, `c` its label.
-void count_limits(worker& w, const request_in_hand& r, std::size_t category, std::size_t c) {
-  const admission::record& a = r.adm;
-  const auto& labels = r.snap->limit_metric[category];
+/// GET /admin/limited. `category` is its category's index in `snap`, `c` its label.
+void count_limits(worker& w, const snapshot& snap, const admission::record& a, std::size_t category,
+                  std::size_t c) {
+  const auto& labels = snap.limit_metric[category];
   const limit::decision& d = a.decision;
   auto count = [&](std::uint8_t index, metrics::limit_mode mode) {
     const limit::limit_outcome& o = d.limits[index];
     const limit::limit_spec& spec = *a.limits.groups[o.group].spec;
     const std::size_t tier =
         spec.is_quota() ? metrics::quota_tier : static_cast<std::size_t>(o.tier);
-    rejections(w, r, category, c, labels[spec.slot])[tier][static_cast<std::size_t>(mode)].add();
+    rejections(w, snap, a, category, c, labels[spec.slot])[tier][static_cast<std::size_t>(mode)]
+        .add();
   };
   if (!d.admitted && d.binding != limit::no_binding) count(d.binding, metrics::limit_mode::enforce);
   if (d.shadow_limited) count(d.shadow_binding, metrics::limit_mode::shadow);
@@ -59,46 +60,39 @@ metrics::upgrade_refusal refusal_of(core::outcome o) noexcept {
   }
 }
 
-/// One access log line for the request in hand, `seconds` after its head came, with
-/// `written` bytes sent to the client so far on its connection.
-void log_access(worker& w, connection_scratch& sc, double seconds, std::uint64_t written) {
-  const request_in_hand& r = sc.request;
-  const auto& req = r.parser->get();
+/// One access log line for request `a` served under `snap` that ended as `e`, `seconds` after
+/// its head came, built in `line`.
+void log_access(worker& w, const snapshot& snap, const admission::record& a, const exchange_end& e,
+                double seconds, std::string& line) {
   // The binding limit: the one that rejected, or, forwarded past a shadowed limit, that one;
   // none when no limit was in the way.
   std::string limit;
-  const policy::rate_limit_fields& rate = r.adm.rate;
+  const policy::rate_limit_fields& rate = a.rate;
   if (!rate.shadow.empty()) {
     limit = rate.shadow;
   } else if (rate.present && !rate.retry_after.empty()) {
     limit = std::string(rate.level) + "." + std::string(rate.tier);
   }
-  const std::string client = r.adm.client.to_string();
-  const bool forwarded = r.upstream_seconds >= 0;
-  const auto& snap = *r.snap;
-  // The scratch's head buffer is free once the response is sent: the line is built there.
-  std::string& line = sc.head;
+  const std::string client = a.client.to_string();
+  const bool forwarded = e.upstream_seconds >= 0;
   line.clear();
-  append_access_line(
-      line, snap.config.logging.format == config::logging_config::log_format::json,
-      std::chrono::system_clock::now(),
-      {client, sv(req.method_string()), sv(req.target()), r.version, sc.status,
-       r.adm.category().name, core::outcome_name(r.adm.fx.outcome), limit, r.adm.rate.consumer_tier,
-       r.adm.penalty == pow::penalty_action::none ? std::string_view()
-                                                  : pow::penalty_action_name(r.adm.penalty),
-       forwarded ? std::string_view(snap.config.upstreams[r.adm.route->upstream].name)
-                 : std::string_view(),
-       r.upstream_seconds, written - r.written_before, seconds});
+  append_access_line(line, snap.config.logging.format == config::logging_config::log_format::json,
+                     std::chrono::system_clock::now(),
+                     {client, e.method, e.target, e.version, e.status, a.category().name,
+                      core::outcome_name(a.fx.outcome), limit, a.rate.consumer_tier,
+                      a.penalty == pow::penalty_action::none ? std::string_view()
+                                                             : pow::penalty_action_name(a.penalty),
+                      forwarded ? std::string_view(snap.config.upstreams[a.route->upstream].name)
+                                : std::string_view(),
+                      e.upstream_seconds, e.bytes, seconds});
   w.shared.access_log->write(line);
 }
 
 }  // namespace
 
-void apply_effects(worker& w, const request_in_hand& r) {
-  const admission::record& a = r.adm;
+void apply_effects(worker& w, const snapshot& snap, const admission::record& a) {
   const admission::effects& fx = a.fx;
   if (a.route == nullptr) return;  // refused before a route: not counted by category
-  const auto& snap = *r.snap;
   const std::size_t category = snap.index_of(a.category());
   const std::size_t c = snap.category_metric[category];
   w.counters.requests[c][static_cast<std::size_t>(fx.outcome)].add();
@@ -124,8 +118,12 @@ void apply_effects(worker& w, const request_in_hand& r) {
       add_points(w, snap, a, ladder->rate_limited, "rate_limited", a.gate.now);
     }
   }
-  if (fx.upgrade_refused) count_refused_upgrade(w, r, refusal_of(fx.outcome));
-  if (a.verdict.limits_checked) count_limits(w, r, category, c);
+  if (fx.upgrade_refused) {
+    w.counters
+        .ws_refused[snap.metric_of(a.category())][static_cast<std::size_t>(refusal_of(fx.outcome))]
+        .add();
+  }
+  if (a.verdict.limits_checked) count_limits(w, snap, a, category, c);
 }
 
 void count_refused_upgrade(worker& w, const request_in_hand& r, metrics::upgrade_refusal why) {
@@ -136,16 +134,26 @@ void count_refused_upgrade(worker& w, const request_in_hand& r, metrics::upgrade
 /// far on the connection): counts it by status class and time (tollgate_responses_total,
 /// tollgate_request_duration_seconds) and logs it when the access log is on (nothing is
 /// formatted per request otherwise).
+void finish_exchange(worker& w, const snapshot& snap, const admission::record& a,
+                     const exchange_end& e, std::string& line) {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - e.started).count();
+  const std::size_t c = snap.metric_of(a.category());
+  if (e.status != 0) w.counters.responses[c][metrics::code_class_of(e.status)].add();
+  w.counters.request_duration[c].observe(seconds, metrics::request_buckets);
+  if (snap.config.logging.access_log_on() && w.shared.access_log != nullptr) {
+    log_access(w, snap, a, e, seconds, line);
+  }
+}
+
 void finish_request(worker& w, connection_scratch& sc, std::uint64_t written) {
   const request_in_hand& r = sc.request;
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - r.started).count();
-  const std::size_t c = r.snap->metric_of(r.adm.category());
-  if (sc.status != 0) w.counters.responses[c][metrics::code_class_of(sc.status)].add();
-  w.counters.request_duration[c].observe(seconds, metrics::request_buckets);
-  if (r.snap->config.logging.access_log_on() && w.shared.access_log != nullptr) {
-    log_access(w, sc, seconds, written);
-  }
+  const auto& req = r.parser->get();
+  // The scratch's head buffer is free once the response is sent: the line is built there.
+  finish_exchange(w, *r.snap, r.adm,
+                  {sv(req.method_string()), sv(req.target()), r.version, sc.status, r.started,
+                   r.upstream_seconds, written - r.written_before},
+                  sc.head);
 }
 
 }  // namespace tollgate::net

@@ -21,6 +21,14 @@ task<error_code> client_stream::handshake(asio::ssl::context& context, beast::fl
   co_return ec;
 }
 
+bool client_stream::alpn_h2() const noexcept {
+  if (!tls_) return false;
+  const unsigned char* p = nullptr;
+  unsigned int n = 0;
+  SSL_get0_alpn_selected(tls_->stream.native_handle(), &p, &n);
+  return n == 2 && p[0] == 'h' && p[1] == '2';
+}
+
 task<std::pair<error_code, std::size_t>> client_stream::tls_read_some(
     asio::mutable_buffer b, asio::cancellation_slot wake) {
   auto [ec, n] = co_await tls_->stream.async_read_some(b, use_tuple_cancellable(wake));

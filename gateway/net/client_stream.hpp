@@ -27,6 +27,8 @@ class client_stream {
   tcp_socket& socket() noexcept { return socket_; }
   /// Whether TLS is on.
   bool tls() const noexcept { return tls_ != nullptr; }
+  /// Whether the TLS handshake chose HTTP/2 by ALPN (docs/design.md §17).
+  bool alpn_h2() const noexcept;
 
   /// Bytes handed to write_all() so far (before TLS): what the access log calls a response's
   /// bytes, as the difference across it.

@@ -140,11 +140,14 @@ task<error_code> relay(const relay_path<isRequest, In, Out>& path, bool& read_fa
   }
 }
 
-/// The problem+json body of a 502 (`timeout` false) or 504 about upstream `name`.
+}  // namespace
+
 std::string upstream_problem(bool timeout, const std::string& name, const std::string& what) {
   return problem_body(timeout ? 504 : 502, timeout ? "Gateway Timeout" : "Bad Gateway",
                       "upstream " + name + " " + what);
 }
+
+namespace {
 
 /// Renders the request head for the upstream: the client's X-Forwarded-For kept and the peer
 /// appended, X-Forwarded-Proto, and X-Real-IP, the address the request was charged to.
@@ -178,8 +181,8 @@ void upstream_head(const request_parser& parser, const request_in_hand& r, conne
                         r.adm.rate.shadow, r.adm.upgrade});
 }
 
-/// Records the violations an upstream response reports: its X-Tollgate-Violation fields and
-/// a status the category maps to a reason. Unknown reasons are ignored (logged at debug).
+}  // namespace
+
 void record_response_violations(worker& w, const request_in_hand& r, const response_parser& rp) {
   const auto& res = rp.get();
   const auto& rules = r.snap->policy.violations();
@@ -204,9 +207,6 @@ void record_response_violations(worker& w, const request_in_hand& r, const respo
   }
 }
 
-/// Remembers the consumer tier an upstream response sets in X-Tollgate-Tier for its client,
-/// for tier_ttl, when the route's policy takes tiers from upstreams (docs/design.md §15). A
-/// name that is not one of its tiers is ignored (logged at debug).
 void record_response_tier(worker& w, const request_in_hand& r, const response_parser& rp) {
   const policy::tier_rules* tiers = r.adm.route->policy->tiers();
   if (tiers == nullptr || !tiers->upstream) return;
@@ -219,8 +219,6 @@ void record_response_tier(worker& w, const request_in_hand& r, const response_pa
   }
   w.shared.tiers_set->set(admission::consumer(r.adm), name, w.shared.clock.now() + tiers->ttl);
 }
-
-}  // namespace
 
 void add_points(worker& w, const snapshot& snap, const admission::record& a, std::uint32_t points,
                 std::string_view event, core::nanos now) {

@@ -20,6 +20,19 @@ void record_violation(worker& w, const snapshot& snap, const admission::record& 
 void add_points(worker& w, const snapshot& snap, const admission::record& a, std::uint32_t points,
                 std::string_view event, core::nanos now);
 
+/// The problem+json body of a 502 (`timeout` false) or 504 about upstream `name`.
+std::string upstream_problem(bool timeout, const std::string& name, const std::string& what);
+
+/// Records the violations an upstream response `rp` to `r` reports: its X-Tollgate-Violation
+/// fields and a status the category maps to a reason. Unknown reasons are ignored (logged at
+/// debug).
+void record_response_violations(worker& w, const request_in_hand& r, const response_parser& rp);
+
+/// Remembers the consumer tier an upstream response `rp` to `r` sets in X-Tollgate-Tier for its
+/// client, for tier_ttl, when the route's policy takes tiers from upstreams (docs/design.md
+/// §15). A name that is not one of its tiers is ignored (logged at debug).
+void record_response_tier(worker& w, const request_in_hand& r, const response_parser& rp);
+
 /// Forwards the request in hand of `scratch` (admitted, its head read) from the client of
 /// `watch`. Answers 502/504 itself when the upstream fails before its response starts.
 /// Returns whether the client connection stays open.

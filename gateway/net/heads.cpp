@@ -176,6 +176,41 @@ void render_upstream_head(std::string& out, const request_parser& parser,
   out += "\r\n";
 }
 
+void render_upstream_head(std::string& out, const h2_request_head& req,
+                          const upstream_fields& added) {
+  out.clear();
+  out += req.method;
+  out += ' ';
+  out += req.target;
+  out += " HTTP/1.1\r\n";
+  append_line(out, "Host", req.host);
+  for (const auto& [name, value] : req.fields) {
+    if (name == "host" || name == "te" || name == "content-length" || name == "transfer-encoding" ||
+        name == "connection" || is_forwarding_field(name)) {
+      continue;
+    }
+    if (name == "cookie") {
+      append_cookie(out, value);
+      continue;
+    }
+    append_line(out, name, value);
+  }
+  append_line(out, "X-Forwarded-For", added.forwarded_for);
+  append_line(out, "X-Forwarded-Proto", added.proto);
+  append_line(out, "X-Real-IP", added.real_ip);
+  if (!added.shadow.empty()) append_line(out, shadow_field, added.shadow);
+  if (req.content_length) {
+    out += "Content-Length: ";
+    append_length(out, *req.content_length);
+    out += "\r\n";
+  } else if (req.chunked) {
+    out += "Transfer-Encoding: chunked\r\n";
+  } else if (req.empty_body) {
+    out += "Content-Length: 0\r\n";
+  }
+  out += "\r\n";
+}
+
 client_framing render_client_head(std::string& out, const response_parser& parser,
                                   const client_head& how) {
   // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.

@@ -4,8 +4,12 @@
 /// gateway's own fields and the framing added. No field is allocated and no serializer walks
 /// a buffer sequence. Internal to net/.
 
+#include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "gateway/net/messages.hpp"
 #include "gateway/policy/verdict.hpp"
@@ -43,6 +47,25 @@ struct upstream_fields {
 /// docs/design.md §7 and framing from `parser` (chunked stays chunked, a length stays a length).
 /// The proof-of-work cookie (docs/design.md §5) is taken out of its Cookie lines.
 void render_upstream_head(std::string& out, const request_parser& parser,
+                          const upstream_fields& added);
+
+/// An HTTP/2 request's head as the upstream gets it over HTTP/1.1.
+struct h2_request_head {
+  std::string_view method;  ///< :method
+  std::string_view target;  ///< :path
+  std::string_view host;    ///< :authority, else its Host
+  /// Its regular fields (names in lowercase, cookies joined), Host among them or not.
+  std::span<const std::pair<std::string_view, std::string_view>> fields;
+  std::optional<std::uint64_t> content_length;  ///< the body's length, when announced
+  bool chunked = false;     ///< a body of unannounced length follows: sent chunked
+  bool empty_body = false;  ///< no body, and the method is one that usually has one
+};
+
+/// Renders the head of HTTP/2 request `req` for the upstream into `out`, as
+/// render_upstream_head does an HTTP/1.1 one: Host from :authority, end-to-end fields copied
+/// (HTTP/2 has no hop-by-hop ones but TE), the forwarding fields added, the proof-of-work and
+/// clearance cookies taken out.
+void render_upstream_head(std::string& out, const h2_request_head& req,
                           const upstream_fields& added);
 
 /// How a response body goes to the client.

@@ -8,11 +8,9 @@
 
 namespace tollgate::net {
 
-task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const local_answer& a) {
+void render_local_head(std::string& head, const local_answer& a) {
   const auto [status, body, extra_fields, content_type, rate_limit, keep_alive, version, timeout,
               head_only] = a;
-  sc.status = static_cast<unsigned>(status);
-  std::string& head = sc.head;
   head.clear();
   head += version < 11 ? "HTTP/1.0 " : "HTTP/1.1 ";
   core::append_decimal(head, static_cast<std::int64_t>(status));
@@ -32,6 +30,14 @@ task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const loca
   if (version >= 11 && !keep_alive) head += "Connection: close\r\n";
   if (version < 11 && keep_alive) head += "Connection: keep-alive\r\n";
   head += "\r\n";
+}
+
+task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const local_answer& a) {
+  const auto [status, body, extra_fields, content_type, rate_limit, keep_alive, version, timeout,
+              head_only] = a;
+  sc.status = static_cast<unsigned>(status);
+  std::string& head = sc.head;
+  render_local_head(head, a);
   watch.client_for(timeout);
   // A HEAD's answer says the length of the body a GET would get, and sends none: bytes after
   // it would be read as the next response on a kept connection.

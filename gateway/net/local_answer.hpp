@@ -25,6 +25,9 @@ struct local_answer {
   bool head_only = false;  ///< the answer to HEAD: its head alone (Content-Length the body's)
 };
 
+/// Renders the head of `a` (status line, fields, framing) into `head`; records nothing.
+void render_local_head(std::string& head, const local_answer& a);
+
 /// Writes `a`, its head rendered into the connection's head buffer and sent with the body in
 /// one write; records its status. Returns whether the connection stays open.
 task<bool> write_local(deadline_watch& watch, connection_scratch& sc, const local_answer& a);

@@ -194,7 +194,7 @@ void server::bind() {
   for (std::size_t li = 0; li < listeners.size(); ++li) {
     const auto& l = listeners[li];
     infos_.push_back(
-        {l.name, l.tls.has_value(), l.proxy_protocol, metrics_.listeners.index(l.name)});
+        {l.name, l.tls.has_value(), l.proxy_protocol, metrics_.listeners.index(l.name), l.http2});
     tcp::endpoint ep(to_asio(l.address), l.port);
     for (std::size_t wi = 0; wi < workers_.size(); ++wi) {
       auto acceptor = open_acceptor(workers_[wi]->io, ep);

@@ -8,8 +8,10 @@
 #include "gateway/admission/admission.hpp"
 #include "gateway/admission/problem.hpp"
 #include "gateway/net/accounting.hpp"
+#include "gateway/net/admit.hpp"
 #include "gateway/net/deadline.hpp"
 #include "gateway/net/forward.hpp"
+#include "gateway/net/h2.hpp"
 #include "gateway/net/heads.hpp"
 #include "gateway/net/local_answer.hpp"
 #include "gateway/net/reading.hpp"
@@ -65,34 +67,7 @@ task<void> refuse_head(deadline_watch& watch, connection_scratch& sc, const erro
   watch.client.shutdown(tcp::socket::shutdown_send, ignored);
 }
 
-/// What admission reads for the request in hand.
-admission::setting setting_of(worker& w, const snapshot& snap) {
-  return {snap.config,
-          snap.policy,
-          snap.router,
-          &snap.page,
-          w.shared.gate,
-          w.shared.pow,
-          snap.jwt.get(),
-          w.token_cache_for(snap),
-          w.inflight,
-          w.shared.tiers_set.get(),
-          w.overrides_for(snap),
-          &snap.attack,
-          w.scaled_for(snap)};
-}
-
-/// Counts the time of one limiter decision begun at `start`.
-void observe_check(worker& w, std::chrono::steady_clock::time_point start) {
-  w.counters.limiter_check.observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-      metrics::limiter_buckets);
-}
-
-/// Admits the request in hand (its head well framed) and, when the store answers at once
-/// (the in-process store always does), takes admission's second step. `ask_store` when the
-/// store will answer later: then await_store. `held` takes its places under its limits'
-/// max_delayed before the store is asked (docs/design.md §16), and keeps those that hold it.
+/// Admits the request in hand (its head well framed): admit_view over its head.
 admission::step admit_request(worker& w, connection_scratch& sc, bool tls,
                               limit::held_places& held) {
   request_in_hand& r = sc.request;
@@ -109,34 +84,7 @@ admission::step admit_request(worker& w, connection_scratch& sc, bool tls,
       r.parser->is_done(),
       r.keep_alive,
       w.shared.clock.now()};
-  const admission::setting s = setting_of(w, *r.snap);
-  const admission::step step =
-      admission::spend_claimed(w.shared.pow, s, admission::admit(s, view, r.adm), r.adm);
-  if (step != admission::step::ask_store) return step;
-  r.adm.limits.home = w.index;
-  held.take(w.held, r.adm.limits);
-  const auto start = std::chrono::steady_clock::now();
-  if (!w.shared.store.try_decide(r.adm.limits, r.adm.decision)) return step;
-  observe_check(w, start);
-  held.keep(r.adm.decision.held);
-  return admission::spend_claimed(w.shared.pow, s, admission::after_store(s, r.adm), r.adm);
-}
-
-/// Awaits the decision of a store that answers later (Redis, docs/design.md §11) on this
-/// worker's event loop, the request waiting in the scratch, then takes admission's second
-/// step. A store that fails to decide gets 503.
-task<admission::step> await_store(worker& w, connection_scratch& sc, limit::held_places& held) {
-  admission::record& a = sc.request.adm;
-  const auto start = std::chrono::steady_clock::now();
-  auto [ec] = co_await store::async_decide(w.shared.store, a.limits, a.decision, use_tuple);
-  observe_check(w, start);
-  if (ec) {
-    held.release();
-    co_return admission::store_failed(a);
-  }
-  held.keep(a.decision.held);
-  const admission::setting s = setting_of(w, *sc.request.snap);
-  co_return admission::spend_claimed(w.shared.pow, s, admission::after_store(s, a), a);
+  return admit_view(w, *r.snap, view, r.adm, held);
 }
 
 /// What the wait on a held request's client socket shares with the hold.
@@ -257,6 +205,22 @@ tunnel_setup hand_over(worker& w, std::unique_ptr<connection_scratch>& sc) {
   return setup;
 }
 
+/// Whether a plain connection on a listener with http2 starts with HTTP/2's preface (h2c with
+/// prior knowledge, docs/design.md §17): its first bytes are read into the scratch, within the
+/// header timeout, until they tell. False, the bytes left for the HTTP/1.1 path, when they are
+/// not the preface or the connection ended.
+task<bool> starts_h2(worker& w, deadline_watch& watch, connection_scratch& sc) {
+  watch.client_for(w.current->config.limits.header_timeout);
+  for (;;) {
+    const preface_match m = match_preface(view_of(sc.buffer));
+    if (m == preface_match::yes) co_return true;
+    if (m == preface_match::no && sc.buffer.size() > 0) co_return false;
+    auto [ec, n] = co_await watch.client.async_read_some(sc.buffer.prepare(4096), use_tuple);
+    if (ec) co_return false;
+    sc.buffer.commit(n);
+  }
+}
+
 /// The request loop of one connection, phase by phase; `watch` bounds every one.
 task<void> serve(worker& w, deadline_watch& watch, core::address peer, const listener_info& l,
                  client_places& places) {
@@ -274,6 +238,15 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
   std::unique_ptr<connection_scratch>& sc = held.sc;
   std::shared_ptr<asio::ssl::context> tls_context;
   if (!co_await open_connection(w, watch, *sc, peer, l, places, tls_context)) co_return;
+  if (l.http2) {
+    // (No co_await inside a conditional expression: GCC 12 mishandles its temporaries.)
+    bool h2 = watch.stream.alpn_h2();
+    if (!watch.stream.tls()) h2 = co_await starts_h2(w, watch, *sc);
+    if (h2) {
+      co_await serve_h2(w, watch, held.sc, peer, l);
+      co_return;
+    }
+  }
   const std::string peer_text = peer.to_string();  // made once for the connection
   // The request in hand lives in the scratch, not in this frame, which every idle connection
   // keeps (and a coroutine per request would cost a frame allocation per request).
@@ -291,7 +264,7 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     start_request(r, peer, peer_text, watch.stream.written);
     limit::held_places places;  // under max_delayed, while the request is decided or held
     admission::step step = admit_request(w, *sc, l.tls, places);
-    if (step == admission::step::ask_store) step = co_await await_store(w, *sc, places);
+    if (step == admission::step::ask_store) step = co_await await_store(w, *r.snap, r.adm, places);
     if (step == admission::step::forward && r.adm.upgrade) step = take_tunnel_place(w, *sc);
     apply_effects(w, r);
     bool stay = false;

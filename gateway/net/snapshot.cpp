@@ -133,6 +133,21 @@ std::unique_ptr<asio::ssl::context> load_context(const config::gateway_config& c
   return ctx;
 }
 
+/// OpenSSL's ALPN callback on a listener with http2 (docs/design.md §17): h2 when the client
+/// offers it, else http/1.1 when offered; a client that offers neither goes on without ALPN
+/// (HTTP/1.1).
+int choose_protocol(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                    unsigned int inlen, void*) {
+  static constexpr unsigned char ours[] = "\x02h2\x08http/1.1";
+  unsigned char* chosen = nullptr;
+  if (SSL_select_next_proto(&chosen, outlen, ours, sizeof ours - 1, in, inlen) !=
+      OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_NOACK;
+  }
+  *out = chosen;
+  return SSL_TLSEXT_ERR_OK;
+}
+
 }  // namespace
 
 std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
@@ -153,6 +168,11 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
           set->exact.emplace_back(name, i);
         }
       }
+    }
+    // Every context: SNI may switch the handshake to any of them before ALPN is chosen.
+    if (l.http2) {
+      for (const auto& ctx : set->contexts)
+        SSL_CTX_set_alpn_select_cb(ctx->native_handle(), choose_protocol, nullptr);
     }
     SSL_CTX* first = set->contexts.front()->native_handle();
     if (set->contexts.size() > 1) {

@@ -49,6 +49,7 @@ struct listener_info {
   bool tls = false;             ///< X-Forwarded-Proto https
   bool proxy_protocol = false;  ///< connections start with a PROXY protocol header
   std::uint16_t metric = 0;     ///< label index of the listener
+  bool http2 = false;           ///< HTTP/2 by ALPN, or with prior knowledge (docs/design.md §17)
 };
 
 /// Counts something for as long as it lives, in a counter only this worker writes: a plain

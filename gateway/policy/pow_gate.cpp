@@ -25,6 +25,7 @@ violation_rules compile_violations(const config::policy_config& p) {
     }
     if (v.name == "pow_failed") out.pow_failed = out.names.size();
     if (v.name == "token_invalid") out.token_invalid = out.names.size();
+    if (v.name == "protocol_abuse") out.protocol_abuse = out.names.size();
     out.by_name.emplace(v.name, out.names.size());
     out.names.push_back(v.name);
     out.rules.push_back(r);

@@ -45,6 +45,7 @@ struct violation_rules {
   std::vector<pow::reason_rule> rules;  ///< by index
   std::size_t pow_failed = 0;           ///< index of pow_failed (always defined)
   std::size_t token_invalid = 0;        ///< index of token_invalid (always defined)
+  std::size_t protocol_abuse = 0;       ///< index of protocol_abuse (always defined)
   /// Index by name: an upstream's reason is looked up per response that reports one, and a
   /// policy may define thousands.
   std::unordered_map<std::string, std::size_t, core::name_hash, std::equal_to<>> by_name;

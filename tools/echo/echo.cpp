@@ -6,7 +6,8 @@
 // Query parameters shape the answer: status=NNN, size=N (an N-byte body instead of JSON),
 // chunked=1 (that body chunked), delay_ms=N (answer late), violation=REASON (report it to
 // the gateway in X-Tollgate-Violation, as an application flags abuse), tier=NAME (set the
-// client's consumer tier in X-Tollgate-Tier, as an application that knows its plan). GET
+// client's consumer tier in X-Tollgate-Tier, as an application that knows its plan),
+// trailer=NAME:VALUE (a chunked body "hello" with that trailer field, declared in Trailer). GET
 // /_echo/stats returns
 // {"requests":N,"ws_connections":C,"ws_open":O,"ws_messages":M}: the other requests received
 // (accepted upgrades included), the WebSocket upgrades accepted, those open now, and the data
@@ -274,6 +275,20 @@ asio::awaitable<void> serve(tcp::socket socket) {
         res.set(http::field::content_type, "application/json");
         res.body() = describe(req);
       }
+    }
+    if (const auto trailer = query(target, "trailer"); !trailer.empty()) {
+      // Written by hand: Beast's serializer sends no trailers.
+      const auto colon = trailer.find(':');
+      const std::string name(trailer.substr(0, colon));
+      const std::string value(colon == std::string_view::npos ? "" : trailer.substr(colon + 1));
+      const std::string raw =
+          "HTTP/1.1 200 OK\r\nServer: tollgate-echo\r\n"
+          "Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
+          "Trailer: " +
+          name + "\r\n\r\n5\r\nhello\r\n0\r\n" + name + ": " + value + "\r\n\r\n";
+      auto [wec, wn] = co_await asio::async_write(stream, asio::buffer(raw), use_tuple);
+      if (wec) co_return;
+      continue;
     }
     if (query(target, "chunked") == "1") {
       res.chunked(true);

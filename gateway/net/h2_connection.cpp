@@ -1,0 +1,692 @@
+#include "gateway/net/h2_connection.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "gateway/core/text.hpp"
+#include "gateway/net/forward.hpp"
+#include "gateway/net/h2.hpp"
+#include "gateway/net/stream_io.hpp"
+
+namespace tollgate::net {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+/// Frames that carry no request (SETTINGS, PING, PRIORITY, empty DATA) a connection may send
+/// at once, and how many a second it earns back: far more than any client needs (a browser
+/// sends a handful, a gRPC keepalive one PING every ten seconds or more), far fewer than a flood.
+constexpr double flood_burst = 1000;
+constexpr double flood_rate = 100;
+
+/// Bytes of a connection's output gathered into one write.
+constexpr std::size_t write_gather = 64 * 1024;
+
+/// The window of each stream and of the connection (RFC 9113 §6.9.2's default): the request
+/// body bytes a client may send before the upstream has taken them, so one connection holds at
+/// most this much of request bodies, however many streams it has.
+constexpr std::int32_t window = 65535;
+
+h2_connection& self_of(void* user) {
+  return *static_cast<h2_connection*>(user);
+}
+
+h2_stream* stream_of(nghttp2_session* session, std::int32_t id) {
+  return static_cast<h2_stream*>(nghttp2_session_get_stream_user_data(session, id));
+}
+
+/// Whether `name` is a field HTTP/2 forbids (RFC 9113 §8.2.2): connection-specific.
+bool connection_specific(std::string_view name) noexcept {
+  return core::iequals(name, "connection") || core::iequals(name, "keep-alive") ||
+         core::iequals(name, "proxy-connection") || core::iequals(name, "transfer-encoding") ||
+         core::iequals(name, "upgrade") || core::iequals(name, "te");
+}
+
+}  // namespace
+
+// --- h2_stream ------------------------------------------------------------------------------
+
+h2_stream::h2_stream(h2_connection& c, std::int32_t stream_id)
+    : conn(c), id(stream_id), wake(c.w.io.get_executor()) {
+  wake.expires_at(timer::time_point::max());
+}
+
+h2_stream::~h2_stream() {
+  if (watch) watch->end();
+  if (sc) {
+    sc->buffer.clear();
+    conn.w.scratch.give(std::move(sc));
+  }
+}
+
+std::string_view h2_stream::value(std::string_view name) const {
+  for (const auto& f : fields) {
+    if (core::iequals(name_of(f), name)) return value_of(f);
+  }
+  if (core::iequals(name, "host")) return authority;
+  return {};
+}
+
+std::size_t h2_stream::count(std::string_view name) const {
+  std::size_t n = 0;
+  for (const auto& f : fields)
+    n += core::iequals(name_of(f), name) ? 1 : 0;
+  if (n == 0 && core::iequals(name, "host") && !authority.empty()) return 1;
+  return n;
+}
+
+void h2_stream::each(std::string_view name, void (*f)(void*, std::string_view),
+                     void* context) const {
+  bool any = false;
+  for (const auto& field : fields) {
+    if (core::iequals(name_of(field), name)) {
+      any = true;
+      f(context, value_of(field));
+    }
+  }
+  if (!any && core::iequals(name, "host") && !authority.empty()) f(context, authority);
+}
+
+// --- nghttp2's callbacks --------------------------------------------------------------------
+
+namespace {
+
+int begin_frame(nghttp2_session*, const nghttp2_frame_hd* hd, void* user) {
+  return self_of(user).on_begin_frame(*hd);
+}
+
+int begin_headers(nghttp2_session*, const nghttp2_frame* f, void* user) {
+  return self_of(user).on_begin_headers(*f);
+}
+
+int header(nghttp2_session*, const nghttp2_frame* f, const std::uint8_t* name, std::size_t nlen,
+           const std::uint8_t* value, std::size_t vlen, std::uint8_t, void* user) {
+  return self_of(user).on_header(*f, {reinterpret_cast<const char*>(name), nlen},
+                                 {reinterpret_cast<const char*>(value), vlen});
+}
+
+int frame_recv(nghttp2_session*, const nghttp2_frame* f, void* user) {
+  return self_of(user).on_frame_recv(*f);
+}
+
+int data_chunk(nghttp2_session*, std::uint8_t, std::int32_t id, const std::uint8_t* data,
+               std::size_t n, void* user) {
+  return self_of(user).on_data_chunk(id, data, n);
+}
+
+int stream_close(nghttp2_session*, std::int32_t id, std::uint32_t code, void* user) {
+  return self_of(user).on_stream_close(id, code);
+}
+
+ssize_t body_source(nghttp2_session* session, std::int32_t id, std::uint8_t* buf,
+                    std::size_t length, std::uint32_t* flags, nghttp2_data_source*, void* user) {
+  h2_stream* s = stream_of(session, id);
+  if (s == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  return self_of(user).read_body(*s, buf, length, flags);
+}
+
+/// The callbacks, made once for the process (nghttp2 copies them into each session).
+const nghttp2_session_callbacks* callbacks() {
+  static nghttp2_session_callbacks* const cbs = [] {
+    nghttp2_session_callbacks* c = nullptr;
+    nghttp2_session_callbacks_new(&c);
+    nghttp2_session_callbacks_set_on_begin_frame_callback(c, begin_frame);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(c, begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(c, header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(c, frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(c, data_chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(c, stream_close);
+    return c;
+  }();
+  return cbs;
+}
+
+}  // namespace
+
+// --- h2_connection --------------------------------------------------------------------------
+
+h2_connection::h2_connection(worker& wk, deadline_watch& dw, const listener_info& li,
+                             core::address p)
+    : w(wk),
+      watch(dw),
+      l(li),
+      peer(p),
+      peer_text(p.to_string()),
+      wake_(wk.io.get_executor()),
+      ended_(wk.io.get_executor()),
+      flood_tokens_(flood_burst),
+      flood_at_(clock::now()) {
+  wake_.expires_at(timer::time_point::max());
+  ended_.expires_at(timer::time_point::max());
+  const auto& limits = w.current->config.limits;
+  max_header_bytes_ = limits.max_header_bytes;
+  max_streams_ = limits.max_concurrent_streams;
+  nghttp2_option* opt = nullptr;
+  nghttp2_option_new(&opt);
+  // The request body's window is given back as the upstream takes it (consumed()), not as it
+  // arrives: a slow upstream holds the client back instead of filling memory.
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  // nghttp2's own guards stay as a second line behind ours (on_begin_frame): a header block
+  // in more CONTINUATION frames than max_header_bytes needs, the encoder's table at the
+  // default, resets at its default rate.
+  nghttp2_option_set_max_continuations(opt, std::max<std::size_t>(8, max_header_bytes_ / 4096));
+  nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+  nghttp2_session_server_new2(&session_, callbacks(), this, opt);
+  nghttp2_option_del(opt);
+  const std::array<nghttp2_settings_entry, 4> settings{{
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams_},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<std::uint32_t>(window)},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<std::uint32_t>(max_header_bytes_)},
+      {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096},
+  }};
+  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings.data(), settings.size());
+}
+
+h2_connection::~h2_connection() {
+  // Streams first: their destructors give back scratch; nghttp2's stream data points at them.
+  streams_.clear();
+  nghttp2_session_del(session_);
+}
+
+int h2_connection::on_begin_frame(const nghttp2_frame_hd& hd) {
+  switch (hd.type) {
+    case NGHTTP2_HEADERS:
+      block_bytes_ = hd.length;
+      block_frames_ = 0;
+      break;
+    case NGHTTP2_CONTINUATION:
+      block_bytes_ += hd.length;
+      ++block_frames_;
+      break;
+    case NGHTTP2_DATA:
+      if (hd.length != 0 || (hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) return 0;
+      [[fallthrough]];
+    case NGHTTP2_SETTINGS:
+    case NGHTTP2_PING:
+    case NGHTTP2_PRIORITY: {
+      const auto now = clock::now();
+      flood_tokens_ = std::min(
+          flood_burst,
+          flood_tokens_ + flood_rate * std::chrono::duration<double>(now - flood_at_).count());
+      flood_at_ = now;
+      flood_tokens_ -= 1;
+      if (flood_tokens_ < 0) calm(h2_abuse::flood);
+      return 0;
+    }
+    default:
+      return 0;
+  }
+  // A header block is bounded on the wire as well as decoded (on_header): HPACK may make it
+  // smaller, never much larger, so a block past twice the limit, or spread over more
+  // CONTINUATION frames than such a block needs, is a flood (CVE-2024-27316).
+  const std::uint64_t frames_needed = 2 + 2 * max_header_bytes_ / 16384;
+  if (block_bytes_ > 2 * max_header_bytes_ + 1024 || block_frames_ > frames_needed) {
+    calm(h2_abuse::header_block);
+  }
+  return 0;
+}
+
+int h2_connection::on_begin_headers(const nghttp2_frame& f) {
+  if (f.headers.cat == NGHTTP2_HCAT_HEADERS) {
+    // Trailers of a request (or a misplaced block nghttp2 refuses after this).
+    if (h2_stream* s = stream_of(session_, f.hd.stream_id)) s->trailers_coming = true;
+    return 0;
+  }
+  if (f.headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  w.counters.h2_streams[l.metric].add();
+  if (abuse_ != h2_abuse::none) return 0;
+  // Streams whose coroutine still runs count though nghttp2 has closed them (a client that
+  // resets a stream does not end the work it started): beyond the bound, refused.
+  if (streams_.size() >= max_streams_) {
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, f.hd.stream_id, NGHTTP2_REFUSED_STREAM);
+    if (++premature_ > honest_ + max_streams_) calm(h2_abuse::rapid_reset);
+    return 0;
+  }
+  auto s = std::make_unique<h2_stream>(*this, f.hd.stream_id);
+  s->place = streams_.size();
+  nghttp2_session_set_stream_user_data(session_, f.hd.stream_id, s.get());
+  streams_.push_back(std::move(s));
+  return 0;
+}
+
+int h2_connection::on_header(const nghttp2_frame& f, std::string_view name,
+                             std::string_view value) {
+  h2_stream* s = stream_of(session_, f.hd.stream_id);
+  if (s == nullptr || s->too_large) return 0;
+  // RFC 9113 §6.5.2: a field's size is its name and value and 32 more.
+  s->head_bytes += name.size() + value.size() + 32;
+  if (s->head_bytes > max_header_bytes_) {
+    s->too_large = true;
+    return 0;
+  }
+  if (s->trailers_coming) {
+    if (name.empty() || name[0] == ':' || connection_specific(name)) return 0;
+    s->request_trailers.append(name).append(": ").append(value).append("\r\n");
+    return 0;
+  }
+  if (!name.empty() && name[0] == ':') {
+    if (name == ":method") {
+      s->method.assign(value);
+    } else if (name == ":path") {
+      s->path.assign(value);
+    } else if (name == ":authority") {
+      s->authority.assign(value);
+    } else if (name == ":scheme") {
+      s->scheme.assign(value);
+    }
+    return 0;
+  }
+  if (name == "content-length") {
+    std::uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec == std::errc() && end == value.data() + value.size()) s->content_length = n;
+  }
+  // Cookies may come as one field per cookie (RFC 9113 §8.2.3): joined into one, as an
+  // HTTP/1.1 client would send them, so that a proof in any of them is found.
+  if (name == "cookie") {
+    for (auto& field : s->fields) {
+      if (s->name_of(field) == "cookie") {
+        std::string joined(s->value_of(field));
+        joined.append("; ").append(value);
+        field.value = static_cast<std::uint32_t>(s->store.size());
+        field.value_size = static_cast<std::uint32_t>(joined.size());
+        s->store += joined;
+        return 0;
+      }
+    }
+  }
+  const auto at = static_cast<std::uint32_t>(s->store.size());
+  s->store.append(name).append(value);
+  s->fields.push_back({at, static_cast<std::uint32_t>(name.size()),
+                       at + static_cast<std::uint32_t>(name.size()),
+                       static_cast<std::uint32_t>(value.size())});
+  return 0;
+}
+
+int h2_connection::on_frame_recv(const nghttp2_frame& f) {
+  const bool end_stream = (f.hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+  switch (f.hd.type) {
+    case NGHTTP2_HEADERS: {
+      h2_stream* s = stream_of(session_, f.hd.stream_id);
+      if (s == nullptr) return 0;
+      if (s->head_done) {  // trailers: the body is complete
+        s->request_ended = true;
+        s->notify();
+        return 0;
+      }
+      s->head_done = true;
+      s->request_ended = end_stream;
+      asio::co_spawn(w.io, run_stream(shared_from_this(), *s), asio::detached);
+      return 0;
+    }
+    case NGHTTP2_DATA:
+      if (end_stream) {
+        if (h2_stream* s = stream_of(session_, f.hd.stream_id)) {
+          s->request_ended = true;
+          s->notify();
+        }
+      }
+      return 0;
+    case NGHTTP2_RST_STREAM: {
+      h2_stream* s = stream_of(session_, f.hd.stream_id);
+      if (s == nullptr) return 0;
+      s->reset_by_client = true;
+      // Rapid reset (CVE-2023-44487): a client may cancel as many streams as it completed,
+      // and max_concurrent_streams more; past that it opens streams only to cancel them.
+      if (!s->out_done && ++premature_ > honest_ + max_streams_) calm(h2_abuse::rapid_reset);
+      return 0;
+    }
+    default:
+      return 0;
+  }
+}
+
+int h2_connection::on_data_chunk(std::int32_t id, const std::uint8_t* data, std::size_t n) {
+  h2_stream* s = stream_of(session_, id);
+  if (s == nullptr || s->discard_body) {
+    // Nobody reads it: the window is given back at once.
+    nghttp2_session_consume(session_, id, n);
+    return 0;
+  }
+  s->body_in.append(reinterpret_cast<const char*>(data), n);
+  s->body_bytes += n;
+  s->notify();
+  return 0;
+}
+
+int h2_connection::on_stream_close(std::int32_t id, std::uint32_t) {
+  h2_stream* s = stream_of(session_, id);
+  if (s == nullptr) return 0;
+  s->closed = true;
+  if (!s->out_done && s->upstream != nullptr) {
+    // Reset before its response ended: its upstream's work stops now (as client_abort_watch
+    // does for an HTTP/1.1 client that goes away).
+    error_code ignored;
+    s->upstream->close(ignored);
+  }
+  s->notify();
+  return 0;
+}
+
+ssize_t h2_connection::read_body(h2_stream& s, std::uint8_t* buf, std::size_t length,
+                                 std::uint32_t* flags) {
+  const std::size_t available = s.body_out.size() - s.out_at;
+  const std::size_t n = std::min(length, available);
+  if (n == 0 && !s.out_end) {
+    s.deferred = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  std::memcpy(buf, s.body_out.data() + s.out_at, n);
+  s.out_at += n;
+  s.bytes_out += n;
+  if (s.out_at == s.body_out.size()) {
+    s.body_out.clear();
+    s.out_at = 0;
+    if (s.out_end) {
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+      s.out_done = true;
+      if (!s.response_trailers.empty()) {
+        // The upstream's trailers follow the body (RFC 9113 §8.1).
+        std::vector<nghttp2_nv> nv;
+        std::string_view rest = s.response_trailers;
+        while (!rest.empty()) {
+          const auto end = rest.find("\r\n");
+          const std::string_view line = rest.substr(0, end);
+          rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 2);
+          const auto colon = line.find(':');
+          if (colon == std::string_view::npos) continue;
+          const std::string_view value = core::trim(line.substr(colon + 1));
+          nv.push_back({reinterpret_cast<std::uint8_t*>(const_cast<char*>(line.data())),
+                        reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), colon,
+                        value.size(), NGHTTP2_NV_FLAG_NONE});
+        }
+        if (!nv.empty() && nghttp2_submit_trailer(session_, s.id, nv.data(), nv.size()) == 0) {
+          *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        }
+      }
+    }
+  }
+  s.notify();  // room for more
+  return static_cast<ssize_t>(n);
+}
+
+void h2_connection::respond(h2_stream& s, std::string_view head, bool body) {
+  // The head as rendered for an HTTP/1.1 client: its status from the status line, its fields
+  // with names in lowercase (RFC 9113 §8.2.1) and without those HTTP/2 forbids.
+  std::string& names = s.sc->response_fields;  // free once the head is rendered
+  names.clear();
+  std::vector<nghttp2_nv> nv;
+  nv.reserve(24);
+  const auto first = head.find("\r\n");
+  const std::string_view status_line = head.substr(0, first);
+  const std::string_view code =
+      status_line.size() >= 12 ? status_line.substr(9, 3) : std::string_view("502");
+  s.status = static_cast<unsigned>((code[0] - '0') * 100 + (code[1] - '0') * 10 + (code[2] - '0'));
+  std::string_view rest = first == std::string_view::npos ? "" : head.substr(first + 2);
+  // Names are lowercased into `names`, reserved first so that no view moves.
+  names.reserve(head.size());
+  struct line {
+    std::size_t name_at, name_size;
+    std::string_view value;
+  };
+  std::vector<line> lines;
+  lines.reserve(24);
+  while (!rest.empty()) {
+    const auto end = rest.find("\r\n");
+    const std::string_view l = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 2);
+    const auto colon = l.find(':');
+    if (l.empty() || colon == std::string_view::npos) continue;
+    const std::string_view name = l.substr(0, colon);
+    if (connection_specific(name)) continue;
+    const std::size_t at = names.size();
+    for (char c : name)
+      names.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c));
+    lines.push_back({at, name.size(), core::trim(l.substr(colon + 1))});
+  }
+  static constexpr std::string_view status_name = ":status";
+  nv.push_back({reinterpret_cast<std::uint8_t*>(const_cast<char*>(status_name.data())),
+                reinterpret_cast<std::uint8_t*>(const_cast<char*>(code.data())), status_name.size(),
+                code.size(), NGHTTP2_NV_FLAG_NONE});
+  for (const auto& ln : lines) {
+    nv.push_back({reinterpret_cast<std::uint8_t*>(names.data() + ln.name_at),
+                  reinterpret_cast<std::uint8_t*>(const_cast<char*>(ln.value.data())), ln.name_size,
+                  ln.value.size(), NGHTTP2_NV_FLAG_NONE});
+  }
+  nghttp2_data_provider provider{};
+  provider.read_callback = body_source;
+  s.submitted = true;
+  if (!body) s.out_done = true;
+  nghttp2_submit_response(session_, s.id, nv.data(), nv.size(), body ? &provider : nullptr);
+  wake_writer();
+}
+
+void h2_connection::resume(h2_stream& s) {
+  if (s.closed || !s.deferred) return;
+  s.deferred = false;
+  nghttp2_session_resume_data(session_, s.id);
+  wake_writer();
+}
+
+void h2_connection::consumed(h2_stream& s, std::size_t n) {
+  if (n == 0) return;
+  if (s.closed) {
+    nghttp2_session_consume_connection(session_, n);
+  } else {
+    nghttp2_session_consume(session_, s.id, n);
+  }
+  wake_writer();
+}
+
+void h2_connection::reset(h2_stream& s, std::uint32_t code) {
+  if (s.closed) return;
+  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, code);
+  wake_writer();
+}
+
+void h2_connection::finished(h2_stream& s) {
+  if (!s.closed) {
+    // A response sent whole to a client still sending its body: it may stop (RFC 9113 §8.1).
+    if (!s.request_ended)
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_NO_ERROR);
+    nghttp2_session_set_stream_user_data(session_, s.id, nullptr);
+  }
+  // What the stream received and did not pass on goes back to the connection's window.
+  if (!s.body_in.empty()) nghttp2_session_consume_connection(session_, s.body_in.size());
+  const std::size_t i = s.place;
+  streams_[i] = std::move(streams_.back());
+  streams_[i]->place = i;
+  streams_.pop_back();  // `s` is gone
+  wake_writer();
+  if (streams_.empty()) {
+    ended_.cancel();
+    arm();
+  }
+}
+
+void h2_connection::wake_writer() noexcept {
+  wake_pending_ = true;
+  wake_.cancel();
+}
+
+void h2_connection::arm() {
+  if (writing_) return;  // the write's own deadline stands
+  const auto& limits = w.current->config.limits;
+  if (goaway_due_) {
+    watch.client_for(std::chrono::seconds(1));
+  } else if (streams_.empty()) {
+    watch.client_for(honest_ + premature_ == 0 ? limits.header_timeout : limits.keepalive_timeout);
+  } else {
+    watch.at = deadline_watch::clock::time_point::max();
+    watch.upstream = nullptr;
+  }
+}
+
+void h2_connection::due(void* context) {
+  h2_connection& c = *static_cast<h2_connection*>(context);
+  if (c.goaway_due_ || c.writing_) {
+    // A GOAWAY the client did not act on, or a write it does not read: the end.
+    c.watch.close_client();
+    return;
+  }
+  // Idle for keepalive_timeout: told so (RFC 9113 §6.8), then closed.
+  nghttp2_session_terminate_session(c.session_, NGHTTP2_NO_ERROR);
+  c.goaway_due_ = true;
+  c.wake_writer();
+  c.arm();
+}
+
+void h2_connection::calm(h2_abuse why) {
+  if (abuse_ != h2_abuse::none) return;
+  abuse_ = why;
+  w.counters.h2_goaways[l.metric][static_cast<std::size_t>(why) - 1].add();
+  // Everything the client sends after this is ignored (nghttp2 reads past it).
+  nghttp2_session_terminate_session(
+      session_, why == h2_abuse::protocol ? NGHTTP2_PROTOCOL_ERROR : NGHTTP2_ENHANCE_YOUR_CALM);
+  goaway_due_ = true;
+  static constexpr std::array<std::string_view, 5> names = {"", "rapid reset", "frame flood",
+                                                            "oversized header block", "protocol"};
+  spdlog::debug("HTTP/2 connection from {} ended: {}", peer_text,
+                names[static_cast<std::size_t>(why)]);
+  if (why != h2_abuse::protocol) charge_abuse();
+  wake_writer();
+}
+
+void h2_connection::charge_abuse() {
+  const auto snap = w.current;
+  // Behind a trusted balancer the peer is many clients: only the last one served is charged.
+  if (!last_client && core::in_any(snap->config.trusted_proxies, peer)) return;
+  auto rec = std::make_unique<admission::record>();
+  rec->client = last_client.value_or(peer);
+  rec->who = policy::subjects_of(rec->client, snap->policy.prefixes());
+  record_violation(w, *snap, *rec, snap->policy.violations().protocol_abuse, w.shared.clock.now());
+}
+
+task<void> h2_connection::writer([[maybe_unused]] std::shared_ptr<h2_connection> self) {
+  struct done {
+    h2_connection& c;
+    ~done() {
+      c.writer_done_ = true;
+      c.ended_.cancel();
+    }
+  } const ending{*this};
+  for (;;) {
+    wake_pending_ = false;
+    out_.clear();
+    while (out_.size() < write_gather) {
+      const std::uint8_t* data = nullptr;
+      const ssize_t n = nghttp2_session_mem_send(session_, &data);
+      if (n <= 0) break;
+      out_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+    }
+    if (!out_.empty()) {
+      writing_ = true;
+      watch.client_for(w.current->config.limits.body_timeout);
+      asio::const_buffer piece = asio::buffer(out_);
+      const error_code ec = co_await write_all(watch.stream, std::span(&piece, 1));
+      writing_ = false;
+      if (ec) co_return;  // the reader sees the socket's end too
+      arm();
+      continue;
+    }
+    if (reading_done_) co_return;
+    if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) {
+      // All said (a GOAWAY among it): the client reads the end of the stream.
+      error_code ignored;
+      watch.client.shutdown(tcp::socket::shutdown_send, ignored);
+      goaway_due_ = true;
+      arm();
+      co_return;
+    }
+    if (wake_pending_) continue;
+    co_await wake_.async_wait(use_tuple);
+  }
+}
+
+task<void> h2_connection::run(std::string initial) {
+  auto self = shared_from_this();
+  w.counters.h2_connections[l.metric].add();
+  watch.on_due = &h2_connection::due;
+  watch.due_context = this;
+  struct unhook {
+    deadline_watch& watch;
+    ~unhook() { watch.on_due = nullptr; }
+  } const unhooking{watch};
+  asio::co_spawn(w.io, writer(self), asio::detached);
+  auto feed = [&](const char* data, std::size_t n) {
+    const ssize_t rv =
+        nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(data), n);
+    if (rv < 0) {
+      calm(rv == NGHTTP2_ERR_FLOODED                  ? h2_abuse::flood
+           : rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ? h2_abuse::header_block
+                                                      : h2_abuse::protocol);
+      return false;
+    }
+    wake_writer();
+    return !goaway_due_;
+  };
+  arm();
+  bool open = feed(initial.data(), initial.size());
+  initial = std::string();
+  // A TLS connection reads through the TLS layer into a buffer of its own; a plain one waits
+  // for the socket to be readable and reads into its worker's buffer, so that a waiting
+  // connection holds none.
+  std::unique_ptr<std::array<char, 16 * 1024>> tls_buffer;
+  while (open) {
+    arm();
+    error_code ec;
+    std::size_t n = 0;
+    const char* data = nullptr;
+    if (watch.stream.tls()) {
+      if (!tls_buffer) tls_buffer = std::make_unique<std::array<char, 16 * 1024>>();
+      std::tie(ec, n) = co_await watch.stream.tls_read_some(asio::buffer(*tls_buffer));
+      data = tls_buffer->data();
+    } else {
+      std::tie(ec) = co_await watch.client.async_wait(tcp_socket::wait_read, use_tuple);
+      if (!ec) {
+        auto& buffer = w.relay_buffer();
+        n = watch.client.read_some(asio::buffer(buffer), ec);
+        data = buffer.data();
+        if (ec == asio::error::would_block || ec == asio::error::try_again) continue;
+      }
+    }
+    if (ec) break;  // the client closed, reset, or the watchdog closed it
+    open = feed(data, n);
+    if (nghttp2_session_want_read(session_) == 0) break;
+  }
+  reading_done_ = true;
+  // Nothing more comes from the client: what was queued (a GOAWAY) goes out while streams end.
+  // Every stream still served ends now; its upstream's work stops.
+  for (auto& s : streams_) {
+    s->closed = true;
+    if (s->upstream != nullptr) {
+      error_code ignored;
+      s->upstream->close(ignored);
+    }
+    s->notify();
+  }
+  while (!streams_.empty() || !writer_done_) {
+    wake_.cancel();
+    ended_.expires_at(timer::time_point::max());
+    if (streams_.empty() && writer_done_) break;
+    co_await ended_.async_wait(use_tuple);
+  }
+}
+
+// --- the entry point ------------------------------------------------------------------------
+
+task<void> serve_h2(worker& w, deadline_watch& watch, std::unique_ptr<connection_scratch>& sc,
+                    const core::address& peer, const listener_info& l) {
+  std::string initial(view_of(sc->buffer));
+  sc->buffer.clear();
+  w.scratch.give(std::move(sc));
+  auto c = std::make_shared<h2_connection>(w, watch, l, peer);
+  co_await c->run(std::move(initial));
+}
+
+}  // namespace tollgate::net
