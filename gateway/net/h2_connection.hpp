@@ -188,5 +188,7 @@ class h2_connection : public std::enable_shared_from_this<h2_connection> {
 /// Serves stream `s` of `c` (h2_stream.cpp): admission, then the gateway's answer or the
 /// upstream's.
 task<void> run_stream(std::shared_ptr<h2_connection> c, h2_stream& s);
+/// Starts run_stream for `s` on its worker (h2_io.cpp).
+void spawn_stream(std::shared_ptr<h2_connection> c, h2_stream& s);
 
 }  // namespace tollgate::net

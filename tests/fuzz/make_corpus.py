@@ -341,6 +341,56 @@ def jwt():
         write("fuzz_jwt", f"jwk-{k.get('kid', 'none')}", b"\1" + json.dumps(k).encode())
 
 
+def h2_frames():
+    # The first byte cuts the rest into pieces of byte + 1; the rest is what follows the
+    # client preface: frames made by python3-h2 (a client that is not ours), then raw ones.
+    import h2.config
+    import h2.connection
+
+    def client():
+        c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        c.initiate_connection()
+        data = c.data_to_send()
+        preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+        return c, data[len(preface):]
+
+    def headers(path, method="GET", extra=()):
+        return [(":method", method), (":path", path), (":scheme", "http"),
+                (":authority", "fuzz"), *extra]
+
+    c, out = client()
+    c.send_headers(1, headers("/a"), end_stream=True)
+    c.send_headers(3, headers("/g", extra=[("cookie", "a=1"), ("cookie", "tollgate_pow=x:1")]),
+                   end_stream=True)
+    write("fuzz_h2_frames", "gets", b"\xff" + out + c.data_to_send())
+    c, out = client()
+    c.send_headers(1, headers("/up", "POST", [("content-length", "5")]))
+    c.send_data(1, b"hello", end_stream=True)
+    c.send_headers(3, headers("/chunked", "POST"))
+    c.send_data(3, b"abc")
+    c.send_headers(3, [("x-trailer", "1")], end_stream=True)
+    write("fuzz_h2_frames", "bodies", b"\x06" + out + c.data_to_send())
+    c, out = client()
+    for i in range(1, 40, 2):
+        c.send_headers(i, headers("/r"), end_stream=True)
+        c.reset_stream(i)
+    write("fuzz_h2_frames", "resets", b"\x20" + out + c.data_to_send())
+    c, out = client()
+    for i in range(20):
+        c.ping(bytes([i] * 8))
+    c.update_settings({4: 0})
+    c.send_headers(1, headers("/big", extra=[("x-big", "v" * 3000)]), end_stream=True)
+    c.increment_flow_control_window(1000)
+    write("fuzz_h2_frames", "control", b"\x00" + out + c.data_to_send())
+    # HEADERS without END_HEADERS and CONTINUATION frames after it.
+    c, out = client()
+    block = c.encoder.encode(headers("/c"))
+    frame = len(block).to_bytes(3, "big") + b"\x01\x00" + (1).to_bytes(4, "big") + block
+    more = c.encoder.encode([("x-f", "a" * 200)])
+    cont = len(more).to_bytes(3, "big") + b"\x09\x00" + (1).to_bytes(4, "big") + more
+    write("fuzz_h2_frames", "continuations", b"\x40" + out + frame + cont * 12)
+
+
 if __name__ == "__main__":
     router()
     proxy_header()
@@ -353,3 +403,4 @@ if __name__ == "__main__":
     access_lines()
     sim_log()
     jwt()
+    h2_frames()
