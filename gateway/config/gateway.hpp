@@ -24,10 +24,31 @@ struct certificate_files {
   friend bool operator==(const certificate_files&, const certificate_files&) = default;
 };
 
+/// Whether a TLS listener asks its clients for a certificate (docs/design.md §17).
+enum class client_verify : std::uint8_t {
+  none,      ///< never asked for (no client_ca)
+  optional,  ///< asked for; none is fine, an invalid one fails the handshake
+  required,  ///< a handshake without a valid one fails
+};
+
+/// The header fields a listener forwards its clients' verified certificates in
+/// (`client_cert_headers`, docs/design.md §17); "" : that fact is not forwarded.
+struct certificate_headers {
+  std::string subject;  ///< the subject's distinguished name
+  std::string san;      ///< the subjectAltName entries
+  std::string sha256;   ///< the SHA-256 fingerprint
+  friend bool operator==(const certificate_headers&, const certificate_headers&) = default;
+};
+
 /// The certificates of a TLS listener: chosen per handshake by the name the client asks for
-/// (SNI) among their names, the first when none matches (docs/design.md §17).
+/// (SNI) among their names, the first when none matches (docs/design.md §17); and the client
+/// certificates it asks for.
 struct tls_config {
   std::vector<certificate_files> certificates;  ///< at least one; the first is the default
+  std::string client_ca;   ///< PEM bundle of the CAs that sign client certificates; "": none
+  int client_ca_line = 0;  ///< where client_ca was written
+  client_verify verify = client_verify::none;  ///< none exactly when client_ca is ""
+  certificate_headers headers;                 ///< forwarded upstream
   friend bool operator==(const tls_config&, const tls_config&) = default;
 };
 

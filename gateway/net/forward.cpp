@@ -147,8 +147,10 @@ std::string upstream_problem(bool timeout, const std::string& name, const std::s
 }
 
 /// Renders the request head for the upstream: the client's X-Forwarded-For kept and the peer
-/// appended, X-Forwarded-Proto, and X-Real-IP, the address the request was charged to.
-void upstream_head(const request_parser& parser, const request_in_hand& r, connection_scratch& sc) {
+/// appended, X-Forwarded-Proto, X-Real-IP (the address the request was charged to), and the
+/// facts of the client certificate of `client` in the fields the listener names.
+void upstream_head(const request_parser& parser, const request_in_hand& r, connection_scratch& sc,
+                   const client_stream& client) {
   sc.forwarded_for.clear();
   const auto [first, last] = parser.get().base().equal_range("X-Forwarded-For");
   for (auto f = first; f != last; ++f) {
@@ -173,9 +175,10 @@ void upstream_head(const request_parser& parser, const request_in_hand& r, conne
     host += ':';
     core::append_decimal(host, endpoint.port);
   }
-  render_upstream_head(sc.head, parser,
-                       {sc.forwarded_for, r.adm.tls ? "https" : "http", real_ip, host,
-                        r.adm.rate.shadow, r.adm.upgrade});
+  render_upstream_head(
+      sc.head, parser,
+      {sc.forwarded_for, r.adm.tls ? "https" : "http", real_ip, host, r.adm.rate.shadow,
+       r.adm.upgrade, client.certificate_fields(), r.snap->certificate_fields});
 }
 
 /// Records the violations an upstream response reports: its X-Tollgate-Violation fields and
@@ -530,7 +533,7 @@ task<bool> forward(worker& w, deadline_watch& watch, connection_scratch& sc) {
     deadline_watch& w;
     ~forget_upstream() { w.drop_upstream(); }
   } const forget{watch};
-  upstream_head(parser, r, sc);
+  upstream_head(parser, r, sc, watch.stream);
   const auto exchange_start = std::chrono::steady_clock::now();
   exchange x{w, r, watch, sc.buffer, parser, sc, nullptr, std::nullopt};
   if (const head_result h = co_await exchange_head(x); h.answered) co_return h.stay;

@@ -93,7 +93,7 @@ void observe_check(worker& w, std::chrono::steady_clock::time_point start) {
 /// (the in-process store always does), takes admission's second step. `ask_store` when the
 /// store will answer later: then await_store. `held` takes its places under its limits'
 /// max_delayed before the store is asked (docs/design.md §16), and keeps those that hold it.
-admission::step admit_request(worker& w, connection_scratch& sc, bool tls,
+admission::step admit_request(worker& w, connection_scratch& sc, const client_stream& client,
                               limit::held_places& held) {
   request_in_hand& r = sc.request;
   const auto& req = r.parser->get();
@@ -103,12 +103,14 @@ admission::step admit_request(worker& w, connection_scratch& sc, bool tls,
       sv(req.target()),
       &r.headers,
       r.peer,
-      tls,
+      client.tls(),
       is_websocket_upgrade(*r.parser),
       r.parser->chunked() || r.parser->content_length().value_or(0) > 0,
       r.parser->is_done(),
       r.keep_alive,
-      w.shared.clock.now()};
+      w.shared.clock.now(),
+      nullptr,
+      client.certificate()};
   const admission::setting s = setting_of(w, *r.snap);
   const admission::step step =
       admission::spend_claimed(w.shared.pow, s, admission::admit(s, view, r.adm), r.adm);
@@ -290,7 +292,7 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     }
     start_request(r, peer, peer_text, watch.stream.written);
     limit::held_places places;  // under max_delayed, while the request is decided or held
-    admission::step step = admit_request(w, *sc, l.tls, places);
+    admission::step step = admit_request(w, *sc, watch.stream, places);
     if (step == admission::step::ask_store) step = co_await await_store(w, *sc, places);
     if (step == admission::step::forward && r.adm.upgrade) step = take_tunnel_place(w, *sc);
     apply_effects(w, r);

@@ -56,6 +56,10 @@ struct snapshot {
   /// Per listener, its TLS context (null: plain). Built with the snapshot, so a reload picks
   /// up renewed certificates for new connections.
   std::vector<std::shared_ptr<asio::ssl::context>> tls;
+  /// Every header field a listener forwards a client certificate's facts in
+  /// (`client_cert_headers`, docs/design.md §17): dropped from what clients send, on every
+  /// listener.
+  std::vector<std::string> certificate_fields;
   /// Distinct for every snapshot the process builds (1, 2, ...): what caches of per-snapshot
   /// state compare, since a later snapshot may be allocated at the address of a freed one.
   std::uint64_t generation = 0;

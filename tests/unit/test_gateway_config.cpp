@@ -312,6 +312,49 @@ TEST_CASE("every gateway error names file, line and key", "[config]") {
            up + dr,
        "g.yaml:1: listeners[0].tls.certificate: cannot read file '" + (s.dir / "").string() +
            "': it is a directory"},
+      // Client certificates (docs/design.md §17).
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_verify: required } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_verify: client_verify needs client_ca"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: p.yaml, client_verify: always } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_verify: expected optional or required, not 'always'"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: no.pem } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_ca: cannot read file '" + (s.dir / "no.pem").string() +
+           "': No such file or directory"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_cert_headers: { subject: X-Subject } } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_cert_headers: client_cert_headers needs client_ca"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: p.yaml, client_cert_headers: { issuer: X-Issuer } } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_cert_headers.issuer: unknown key (expected subject, san "
+       "or sha256)"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: p.yaml, client_cert_headers: { san: 'X San' } } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_cert_headers.san: invalid header name 'X San'"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: p.yaml, client_cert_headers: { subject: X-Cert, "
+       "sha256: x-cert } } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_cert_headers.sha256: header 'x-cert' named twice"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: p.yaml, client_cert_headers: { subject: X-Real-IP } } "
+       "}]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_cert_headers.subject: header 'X-Real-IP' is set by the "
+       "gateway"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: p.yaml, client_cert_headers: {} } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_cert_headers: name at least one of subject, san, "
+       "sha256"},
       {minimal + "admin: { port: 8080 }\n",
        "g.yaml:5: admin: admin port 8080 collides with listener 'public'"},
       {minimal + "workers: many\n",
