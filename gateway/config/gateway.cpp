@@ -200,9 +200,37 @@ limits_config read_limits(const yaml_node& n) {
   return l;
 }
 
-upstream_config read_upstream(const std::string& name, const yaml_node& n) {
+/// An upstream's `tls` (docs/design.md §17).
+upstream_tls_config read_upstream_tls(const yaml_node& n, const std::string& file) {
+  n.expect_keys({"ca", "server_name", "certificate", "private_key", "verify"});
+  upstream_tls_config t;
+  if (auto v = n.get("ca")) {
+    t.ca = readable_file(*v, file);
+    t.ca_line = v->line();
+  }
+  if (auto v = n.get("server_name")) {
+    t.server_name = v->as_string();
+    if (!valid_dns_name(t.server_name) || core::address::parse(t.server_name)) {
+      v->fail("invalid server name '" + t.server_name + "' (expected a DNS name)");
+    }
+  }
+  const auto cert = n.get("certificate");
+  const auto key = n.get("private_key");
+  if (cert.has_value() != key.has_value()) n.fail("certificate and private_key go together");
+  if (cert) {
+    t.certificate = readable_file(*cert, file);
+    t.certificate_line = cert->line();
+    t.private_key = readable_file(*key, file);
+    t.private_key_line = key->line();
+  }
+  if (auto v = n.get("verify")) t.verify = v->as_bool();
+  return t;
+}
+
+upstream_config read_upstream(const std::string& name, const yaml_node& n,
+                              const std::string& file) {
   n.expect_keys({"endpoints", "connect_timeout", "response_timeout", "idle_timeout",
-                 "max_idle_connections", "max_failures", "ejection_time"});
+                 "max_idle_connections", "max_failures", "ejection_time", "tls"});
   upstream_config u;
   u.name = name;
   const yaml_node endpoints = n.at("endpoints");
@@ -218,6 +246,7 @@ upstream_config read_upstream(const std::string& name, const yaml_node& n) {
   if (auto v = n.get("max_failures"))
     u.max_failures = static_cast<std::uint32_t>(v->as_uint(1, 1000));
   if (auto v = n.get("ejection_time")) u.ejection_time = positive_duration(*v);
+  if (auto v = n.get("tls")) u.tls = read_upstream_tls(*v, file);
   return u;
 }
 
@@ -605,7 +634,7 @@ gateway_config read_gateway(const std::string& path) {
   if (auto t = root.get("trusted_proxies")) g.trusted_proxies = read_cidrs(*t);
   for (const auto& [name, value] : root.at("upstreams").entries()) {
     if (!valid_name(name)) value.fail("invalid upstream name (use a-z, 0-9, _ and -)");
-    g.upstreams.push_back(read_upstream(name, value));
+    g.upstreams.push_back(read_upstream(name, value, path));
   }
   read_routes(root, g);
   if (auto p = root.get("pow")) {

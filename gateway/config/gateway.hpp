@@ -99,6 +99,19 @@ struct endpoint_config {
   friend bool operator==(const endpoint_config&, const endpoint_config&) = default;
 };
 
+/// TLS toward an upstream (docs/design.md §17; paths resolved against the gateway file).
+struct upstream_tls_config {
+  std::string ca;           ///< PEM CA bundle the servers' certificates must chain to; "": system's
+  std::string server_name;  ///< SNI and the name verified; "": each endpoint's host
+  std::string certificate;  ///< client certificate, for an upstream that asks for one; or ""
+  std::string private_key;  ///< its key
+  bool verify = true;       ///< verify the server's certificate and name (false: tests only)
+  int ca_line = 0;          ///< where each file was written (errors found when loading them)
+  int certificate_line = 0;
+  int private_key_line = 0;
+  friend bool operator==(const upstream_tls_config&, const upstream_tls_config&) = default;
+};
+
 /// A named upstream service.
 struct upstream_config {
   std::string name;                                            ///< referenced by routes
@@ -109,6 +122,7 @@ struct upstream_config {
   std::uint32_t max_idle_connections = 64;                     ///< per endpoint and worker
   std::uint32_t max_failures = 5;                              ///< consecutive: endpoint ejected
   core::duration ejection_time = std::chrono::seconds(10);  ///< how long an ejected endpoint rests
+  std::optional<upstream_tls_config> tls;                   ///< connect over TLS
 };
 
 /// How a route matches the request path.

@@ -409,8 +409,11 @@ task<head_result> exchange_head(exchange& x) {
     conn = co_await w.pool.acquire(*r.snap, r.adm.route->upstream, watch, why);
     if (!conn) {
       const bool timeout = why == connect_failure::timeout;
-      // Named before the co_await (GCC 12 and temporaries of ?: in co_await arguments).
-      std::string what = timeout ? "did not accept a connection in time" : "refused the connection";
+      // Named before the co_await (GCC 12 and temporaries of ?: in co_await arguments). The
+      // reason of a failed TLS handshake is in the log, not in the client's answer.
+      std::string what = timeout                       ? "did not accept a connection in time"
+                         : why == connect_failure::tls ? "failed the TLS handshake"
+                                                       : "refused the connection";
       const auto kind =
           timeout ? metrics::upstream_error::timeout : metrics::upstream_error::connect;
       const bool stay =
@@ -426,8 +429,8 @@ task<head_result> exchange_head(exchange& x) {
     }
     // The head goes with the first piece of the body: one system call where two would do.
     bool client_failed = false;
-    const relay_path<true, client_stream, tcp_socket> request_path{
-        watch.stream,     client_buffer, parser, conn->socket, sc.head,
+    const relay_path<true, client_stream, upstream_stream> request_path{
+        watch.stream,     client_buffer, parser, conn->stream, sc.head,
         parser.chunked(), sc.body,       watch,  conn->socket, bounds};
     error_code ec = co_await relay(request_path, client_failed);
     if (client_failed) {
@@ -473,7 +476,7 @@ task<head_result> exchange_head(exchange& x) {
       rp->header_limit(max_response_head);
       if (req.method() == http::verb::head) rp->skip(true);
       watch.upstream_for(&conn->socket, response_timeout);
-      ec = co_await read_head(conn->socket, conn->buffer, *rp);
+      ec = co_await read_head(conn->stream, conn->buffer, *rp);
       const unsigned status = ec ? 0 : rp->get().result_int();
       if (status == 101 && !r.adm.upgrade) ec = asio::error::operation_not_supported;
       if (ec || status >= 200 || status == 101) break;
@@ -571,8 +574,8 @@ task<bool> forward(worker& w, deadline_watch& watch, connection_scratch& sc) {
   const relay_bounds bounds{r.snap->config.upstreams[r.adm.route->upstream].response_timeout,
                             r.snap->config.limits.body_timeout, max_response_head, 0};
   bool upstream_failed = false;
-  const relay_path<false, tcp_socket, client_stream> response_path{
-      conn->socket,    conn->buffer, *rp,   watch.stream, sc.head,
+  const relay_path<false, upstream_stream, client_stream> response_path{
+      conn->stream,    conn->buffer, *rp,   watch.stream, sc.head,
       framing.chunked, sc.body,      watch, conn->socket, bounds};
   const error_code ec = co_await relay(response_path, upstream_failed);
   // Mid-body failures cannot be reported any more: the head is gone. Close.
@@ -581,6 +584,8 @@ task<bool> forward(worker& w, deadline_watch& watch, connection_scratch& sc) {
   // connection is not kept, nor one whose request body was cut short by an early answer.
   if (parser.is_done() && rp->keep_alive() && conn->buffer.size() == 0) {
     w.pool.release(*r.snap, std::move(conn));
+  } else {
+    w.pool.keep_session(*r.snap, *conn);
   }
   co_return framing.keep_alive;
 }

@@ -196,6 +196,50 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
   return out;
 }
 
+std::vector<std::shared_ptr<asio::ssl::context>> make_upstream_contexts(
+    const config::gateway_config& c) {
+  namespace ssl = asio::ssl;
+  std::vector<std::shared_ptr<asio::ssl::context>> out;
+  for (const auto& u : c.upstreams) {
+    if (!u.tls) {
+      out.emplace_back();
+      continue;
+    }
+    const config::upstream_tls_config& t = *u.tls;
+    const std::string key = "upstreams." + u.name + ".tls";
+    auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+    ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                     ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+    // Idle pooled connections give their record buffers back, as client connections do.
+    SSL_CTX_set_mode(ctx->native_handle(), SSL_MODE_RELEASE_BUFFERS);
+    error_code ec;
+    if (!t.ca.empty()) {
+      ctx->load_verify_file(t.ca, ec);
+      if (ec) {
+        throw config::error(c.file, t.ca_line, key + ".ca",
+                            "cannot load '" + t.ca + "': " + ec.message());
+      }
+    } else {
+      ctx->set_default_verify_paths(ec);  // the system's trust store
+    }
+    if (!t.certificate.empty()) {
+      ctx->use_certificate_chain_file(t.certificate, ec);
+      if (ec) {
+        throw config::error(c.file, t.certificate_line, key + ".certificate",
+                            "cannot load '" + t.certificate + "': " + ec.message());
+      }
+      ctx->use_private_key_file(t.private_key, ssl::context::pem, ec);
+      if (ec) {
+        throw config::error(c.file, t.private_key_line, key + ".private_key",
+                            "cannot load '" + t.private_key + "': " + ec.message());
+      }
+    }
+    ctx->set_verify_mode(t.verify ? ssl::verify_peer : ssl::verify_none);
+    out.push_back(std::move(ctx));
+  }
+  return out;
+}
+
 namespace {
 
 /// identity.jwt's verifier, the keys of its set it leaves out logged.
@@ -219,7 +263,8 @@ snapshot::snapshot(config::gateway_config c, core::siphash_key key, metrics::reg
       page(config.pow.page),
       jwt(make_jwt_verifier(config, hosts)),
       upstream_endpoints(resolve_all(config)),
-      tls(make_tls_contexts(config)) {
+      tls(make_tls_contexts(config)),
+      upstream_tls(make_upstream_contexts(config)) {
   // Every name a listener forwards a certificate's facts in is the gateway's on every listener:
   // a client of another listener cannot pose as a certified one.
   for (const auto& l : config.listeners) {
