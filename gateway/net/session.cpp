@@ -98,19 +98,17 @@ admission::step admit_request(worker& w, connection_scratch& sc, const client_st
   request_in_hand& r = sc.request;
   const auto& req = r.parser->get();
   r.headers.of(req.base());
-  const admission::request_view view{
-      sv(req.method_string()),
-      sv(req.target()),
-      &r.headers,
-      r.peer,
-      client.tls(),
-      is_websocket_upgrade(*r.parser),
-      r.parser->chunked() || r.parser->content_length().value_or(0) > 0,
-      r.parser->is_done(),
-      r.keep_alive,
-      w.shared.clock.now(),
-      nullptr,
-      client.certificate()};
+  admission::request_view view{sv(req.method_string()),
+                               sv(req.target()),
+                               &r.headers,
+                               r.peer,
+                               client.tls(),
+                               is_websocket_upgrade(*r.parser),
+                               r.parser->chunked() || r.parser->content_length().value_or(0) > 0,
+                               r.parser->is_done(),
+                               r.keep_alive,
+                               w.shared.clock.now()};
+  view.certificate = client.certificate();  // read once for the connection (docs/design.md §17)
   const admission::setting s = setting_of(w, *r.snap);
   const admission::step step =
       admission::spend_claimed(w.shared.pow, s, admission::admit(s, view, r.adm), r.adm);
