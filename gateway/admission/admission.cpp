@@ -542,7 +542,7 @@ step admit(const setting& s, const request_view& v, record& r) {
     }
   }
   const policy::key_sources keys{&header_of, v.headers, v.target,
-                                 r.identity ? &r.identity->values : nullptr};
+                                 r.identity ? &r.identity->values : nullptr, v.certificate};
   // The route's policy: the top level's, or that of the host entry the Host named (docs/
   // design.md §15, "Tenants (per Host)"), whose tiers and keys apply.
   const policy::compiled_policy& policy = *r.route->policy;

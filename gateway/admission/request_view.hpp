@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "gateway/core/address.hpp"
+#include "gateway/core/client_certificate.hpp"
 #include "gateway/core/clock.hpp"
 #include "gateway/policy/router.hpp"
 
@@ -44,6 +45,9 @@ struct request_view {
   /// line ahead (to prefetch its store slots), and knows a logged preflight's category only
   /// from the log (which does not show the method the preflight announced).
   const policy::route* route = nullptr;
+  /// The client's verified TLS certificate (docs/design.md §17), or null: none asked for,
+  /// none presented, or not over TLS. Read once per connection, after its handshake.
+  const core::client_certificate* certificate = nullptr;
 };
 
 /// The header lookup policy::router and policy::key_sources take: `context` is a

@@ -43,6 +43,7 @@ int check_config(const std::string& path) {
   try {
     const auto g = config::load_gateway(path);
     net::make_tls_contexts(g);                      // certificates and keys load
+    net::make_upstream_contexts(g);                 // and the upstreams' TLS files
     const policy::challenge_page page(g.pow.page);  // the page template compiles
     std::vector<std::string> skipped;               // the JWK Set reads, the secret is set
     identity::make_verifier(g, {}, &skipped);

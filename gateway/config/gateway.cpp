@@ -9,6 +9,7 @@
 
 #include "gateway/config/routes.hpp"
 #include "gateway/config/yaml_reader.hpp"
+#include "gateway/core/text.hpp"
 
 namespace tollgate::config {
 
@@ -77,6 +78,51 @@ core::duration positive_duration(const yaml_node& n) {
   return d;
 }
 
+/// A TLS listener's client certificates (docs/design.md §17): `client_ca`, `client_verify`,
+/// `client_cert_headers`.
+void read_client_certificates(const yaml_node& t, const std::string& file, tls_config& tls) {
+  const auto ca = t.get("client_ca");
+  if (ca) {
+    tls.client_ca = readable_file(*ca, file);
+    tls.client_ca_line = ca->line();
+    tls.verify = client_verify::optional;
+  }
+  if (auto v = t.get("client_verify")) {
+    if (!ca) v->fail("client_verify needs client_ca");
+    const std::string w = v->as_string();
+    if (w != "optional" && w != "required") {
+      v->fail("expected optional or required, not '" + w + "'");
+    }
+    tls.verify = w == "required" ? client_verify::required : client_verify::optional;
+  }
+  if (auto h = t.get("client_cert_headers")) {
+    if (!ca) h->fail("client_cert_headers needs client_ca");
+    h->expect_keys({"subject", "san", "sha256"});
+    if (h->entries().empty()) h->fail("name at least one of subject, san, sha256");
+    std::vector<std::string> seen;
+    auto name = [&](const char* key, std::string& out) {
+      const auto v = h->get(key);
+      if (!v) return;
+      out = v->as_string();
+      if (!valid_header_name(out)) v->fail("invalid header name '" + out + "'");
+      // Fields the gateway sets, frames by or consumes itself cannot carry a certificate.
+      for (const char* own :
+           {"host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer",
+            "keep-alive", "proxy-connection", "cookie", "expect", "x-forwarded-for",
+            "x-forwarded-proto", "x-real-ip"}) {
+        if (core::iequals(out, own)) v->fail("header '" + out + "' is set by the gateway");
+      }
+      for (const std::string& s : seen) {
+        if (core::iequals(s, out)) v->fail("header '" + out + "' named twice");
+      }
+      seen.push_back(out);
+    };
+    name("subject", tls.headers.subject);
+    name("san", tls.headers.san);
+    name("sha256", tls.headers.sha256);
+  }
+}
+
 listener_config read_listener(const yaml_node& n, const std::string& file) {
   n.expect_keys({"name", "address", "port", "tls", "proxy_protocol", "http2"});
   listener_config l;
@@ -86,7 +132,8 @@ listener_config read_listener(const yaml_node& n, const std::string& file) {
   l.address = read_address(n.at("address"));
   l.port = read_port(n.at("port"));
   if (auto t = n.get("tls")) {
-    t->expect_keys({"certificate", "private_key", "certificates"});
+    t->expect_keys({"certificate", "private_key", "certificates", "client_ca", "client_verify",
+                    "client_cert_headers"});
     auto pair = [&](const yaml_node& p, std::string path) {
       return certificate_files{readable_file(p.at("certificate"), file),
                                readable_file(p.at("private_key"), file), p.at("certificate").line(),
@@ -110,6 +157,7 @@ listener_config read_listener(const yaml_node& n, const std::string& file) {
     } else {
       tls.certificates.push_back(pair(*t, base));
     }
+    read_client_certificates(*t, file, tls);
     l.tls = std::move(tls);
   }
   if (auto p = n.get("proxy_protocol")) l.proxy_protocol = p->as_bool();
@@ -156,9 +204,37 @@ limits_config read_limits(const yaml_node& n) {
   return l;
 }
 
-upstream_config read_upstream(const std::string& name, const yaml_node& n) {
+/// An upstream's `tls` (docs/design.md §17).
+upstream_tls_config read_upstream_tls(const yaml_node& n, const std::string& file) {
+  n.expect_keys({"ca", "server_name", "certificate", "private_key", "verify"});
+  upstream_tls_config t;
+  if (auto v = n.get("ca")) {
+    t.ca = readable_file(*v, file);
+    t.ca_line = v->line();
+  }
+  if (auto v = n.get("server_name")) {
+    t.server_name = v->as_string();
+    if (!valid_dns_name(t.server_name) || core::address::parse(t.server_name)) {
+      v->fail("invalid server name '" + t.server_name + "' (expected a DNS name)");
+    }
+  }
+  const auto cert = n.get("certificate");
+  const auto key = n.get("private_key");
+  if (cert.has_value() != key.has_value()) n.fail("certificate and private_key go together");
+  if (cert) {
+    t.certificate = readable_file(*cert, file);
+    t.certificate_line = cert->line();
+    t.private_key = readable_file(*key, file);
+    t.private_key_line = key->line();
+  }
+  if (auto v = n.get("verify")) t.verify = v->as_bool();
+  return t;
+}
+
+upstream_config read_upstream(const std::string& name, const yaml_node& n,
+                              const std::string& file) {
   n.expect_keys({"endpoints", "connect_timeout", "response_timeout", "idle_timeout",
-                 "max_idle_connections", "max_failures", "ejection_time"});
+                 "max_idle_connections", "max_failures", "ejection_time", "tls"});
   upstream_config u;
   u.name = name;
   const yaml_node endpoints = n.at("endpoints");
@@ -174,6 +250,7 @@ upstream_config read_upstream(const std::string& name, const yaml_node& n) {
   if (auto v = n.get("max_failures"))
     u.max_failures = static_cast<std::uint32_t>(v->as_uint(1, 1000));
   if (auto v = n.get("ejection_time")) u.ejection_time = positive_duration(*v);
+  if (auto v = n.get("tls")) u.tls = read_upstream_tls(*v, file);
   return u;
 }
 
@@ -561,7 +638,7 @@ gateway_config read_gateway(const std::string& path) {
   if (auto t = root.get("trusted_proxies")) g.trusted_proxies = read_cidrs(*t);
   for (const auto& [name, value] : root.at("upstreams").entries()) {
     if (!valid_name(name)) value.fail("invalid upstream name (use a-z, 0-9, _ and -)");
-    g.upstreams.push_back(read_upstream(name, value));
+    g.upstreams.push_back(read_upstream(name, value, path));
   }
   read_routes(root, g);
   if (auto p = root.get("pow")) {

@@ -24,10 +24,31 @@ struct certificate_files {
   friend bool operator==(const certificate_files&, const certificate_files&) = default;
 };
 
+/// Whether a TLS listener asks its clients for a certificate (docs/design.md §17).
+enum class client_verify : std::uint8_t {
+  none,      ///< never asked for (no client_ca)
+  optional,  ///< asked for; none is fine, an invalid one fails the handshake
+  required,  ///< a handshake without a valid one fails
+};
+
+/// The header fields a listener forwards its clients' verified certificates in
+/// (`client_cert_headers`, docs/design.md §17); "" : that fact is not forwarded.
+struct certificate_headers {
+  std::string subject;  ///< the subject's distinguished name
+  std::string san;      ///< the subjectAltName entries
+  std::string sha256;   ///< the SHA-256 fingerprint
+  friend bool operator==(const certificate_headers&, const certificate_headers&) = default;
+};
+
 /// The certificates of a TLS listener: chosen per handshake by the name the client asks for
-/// (SNI) among their names, the first when none matches (docs/design.md §17).
+/// (SNI) among their names, the first when none matches (docs/design.md §17); and the client
+/// certificates it asks for.
 struct tls_config {
   std::vector<certificate_files> certificates;  ///< at least one; the first is the default
+  std::string client_ca;   ///< PEM bundle of the CAs that sign client certificates; "": none
+  int client_ca_line = 0;  ///< where client_ca was written
+  client_verify verify = client_verify::none;  ///< none exactly when client_ca is ""
+  certificate_headers headers;                 ///< forwarded upstream
   friend bool operator==(const tls_config&, const tls_config&) = default;
 };
 
@@ -83,6 +104,19 @@ struct endpoint_config {
   friend bool operator==(const endpoint_config&, const endpoint_config&) = default;
 };
 
+/// TLS toward an upstream (docs/design.md §17; paths resolved against the gateway file).
+struct upstream_tls_config {
+  std::string ca;           ///< PEM CA bundle the servers' certificates must chain to; "": system's
+  std::string server_name;  ///< SNI and the name verified; "": each endpoint's host
+  std::string certificate;  ///< client certificate, for an upstream that asks for one; or ""
+  std::string private_key;  ///< its key
+  bool verify = true;       ///< verify the server's certificate and name (false: tests only)
+  int ca_line = 0;          ///< where each file was written (errors found when loading them)
+  int certificate_line = 0;
+  int private_key_line = 0;
+  friend bool operator==(const upstream_tls_config&, const upstream_tls_config&) = default;
+};
+
 /// A named upstream service.
 struct upstream_config {
   std::string name;                                            ///< referenced by routes
@@ -93,6 +127,7 @@ struct upstream_config {
   std::uint32_t max_idle_connections = 64;                     ///< per endpoint and worker
   std::uint32_t max_failures = 5;                              ///< consecutive: endpoint ejected
   core::duration ejection_time = std::chrono::seconds(10);  ///< how long an ejected endpoint rests
+  std::optional<upstream_tls_config> tls;                   ///< connect over TLS
 };
 
 /// How a route matches the request path.

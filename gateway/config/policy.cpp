@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "gateway/config/yaml_reader.hpp"
+#include "gateway/core/client_certificate.hpp"
 #include "gateway/core/key_block.hpp"
 #include "gateway/core/text.hpp"
 
@@ -70,7 +71,8 @@ bool valid_claim_path(const std::string& s) {
 }
 
 /// One key: `global`, `individual`, `network`, or one of `{header: NAME}`, `{query: NAME}`,
-/// `{cookie: NAME}`, `{bearer: true}`, `{jwt_claim: PATH}`. `in_composite`: a part of a list.
+/// `{cookie: NAME}`, `{bearer: true}`, `{jwt_claim: PATH}`, `{client_cert: subject | san |
+/// sha256}`. `in_composite`: a part of a list.
 key_part_config read_key_part(const yaml_node& n, bool in_composite) {
   if (!n.is_map()) {
     const std::string word = n.as_string();
@@ -78,13 +80,16 @@ key_part_config read_key_part(const yaml_node& n, bool in_composite) {
     if (word == "network") return {core::key_source::network, {}};
     if (word == "global" && !in_composite) return {core::key_source::global, {}};
     n.fail(in_composite ? "expected individual, network, or a map with header, query, cookie, "
-                          "bearer or jwt_claim"
+                          "bearer, jwt_claim or client_cert"
                         : "expected global, individual, network, a map with header, query, "
-                          "cookie, bearer or jwt_claim, or a list of these (a composite key)");
+                          "cookie, bearer, jwt_claim or client_cert, or a list of these (a "
+                          "composite key)");
   }
-  n.expect_keys({"header", "query", "cookie", "bearer", "jwt_claim"});
+  n.expect_keys({"header", "query", "cookie", "bearer", "jwt_claim", "client_cert"});
   const auto entries = n.entries();
-  if (entries.size() != 1) n.fail("name exactly one of header, query, cookie, bearer, jwt_claim");
+  if (entries.size() != 1) {
+    n.fail("name exactly one of header, query, cookie, bearer, jwt_claim, client_cert");
+  }
   const auto& [kind, value] = entries.front();
   if (kind == "bearer") {
     if (!value.as_bool()) value.fail("bearer: true is the only form");
@@ -100,6 +105,14 @@ key_part_config read_key_part(const yaml_node& n, bool in_composite) {
     if (!valid_claim_path(part.name)) {
       value.fail("invalid claim path '" + part.name +
                  "' (names of A-Z a-z 0-9 _ : - joined by dots)");
+    }
+    return part;
+  }
+  if (kind == "client_cert") {
+    // A fact of the client's verified certificate (docs/design.md §17).
+    part.source = core::key_source::client_cert;
+    if (!core::certificate_field_from_name(part.name)) {
+      value.fail("expected subject, san or sha256, not '" + part.name + "'");
     }
     return part;
   }
@@ -188,8 +201,8 @@ limit_config read_limit(const std::string& name, const yaml_node& n) {
     const auto key = n.get("key");
     if (!key) {
       n.fail("limit '" + name +
-             "' needs a key (header, query, cookie, bearer, jwt_claim, individual, network or "
-             "global, or a list of these), or the name of an "
+             "' needs a key (header, query, cookie, bearer, jwt_claim, client_cert, individual, "
+             "network or global, or a list of these), or the name of an "
              "address level (ipv4_individual, ipv4_network, ipv6_subnet, ipv6_provider)");
     }
     read_key(*key, out);
@@ -668,7 +681,8 @@ tier_source_config read_tier_source(const yaml_node& n, const std::string& file,
   src.key = read_key_part(value.at("key"), true);
   if (src.key.source == core::key_source::individual ||
       src.key.source == core::key_source::network) {
-    value.at("key").fail("a key file is keyed on a header, query, cookie, bearer or jwt_claim");
+    value.at("key").fail(
+        "a key file is keyed on a header, query, cookie, bearer, jwt_claim or client_cert");
   }
   if (auto u = value.get("unknown")) {
     const std::string w = u->as_string();

@@ -36,12 +36,15 @@ enum class key_source : std::uint8_t {
   individual,  ///< the client's individual address level (/32 or /64), whichever its family
   network,     ///< the client's network address level (/24 or /48), whichever its family
   composite,   ///< several of the above together: one key per combination
+  /// A fact of the client's verified TLS certificate (docs/design.md §17), hashed.
+  client_cert,
 };
 
 /// Configuration name of a key source ("header", "global", ...).
 constexpr std::string_view source_name(key_source s) noexcept {
-  constexpr std::string_view names[] = {"address", "header", "query",      "cookie",  "bearer",
-                                        "global",  "claim",  "individual", "network", "composite"};
+  constexpr std::string_view names[] = {"address", "header",    "query",      "cookie",
+                                        "bearer",  "global",    "claim",      "individual",
+                                        "network", "composite", "client_cert"};
   return names[static_cast<std::size_t>(s)];
 }
 

@@ -7,6 +7,7 @@
 #include <span>
 #include <utility>
 
+#include "gateway/core/client_certificate.hpp"
 #include "gateway/net/asio.hpp"
 
 namespace boost::asio::ssl {
@@ -45,10 +46,31 @@ class client_stream {
   /// Writes all of `pieces` encrypted (TLS only).
   task<error_code> tls_write(std::span<asio::const_buffer> pieces);
 
+  /// The client's verified certificate (docs/design.md §17), read once after the handshake;
+  /// null when none was asked for or presented.
+  const core::client_certificate* certificate() const noexcept {
+    return peer_ ? &peer_->facts : nullptr;
+  }
+  /// The header lines that forward certificate() upstream with every request of the
+  /// connection (the listener's client_cert_headers), each ending in CRLF; "" without one.
+  std::string_view certificate_fields() const noexcept {
+    return peer_ ? std::string_view(peer_->fields) : std::string_view();
+  }
+  /// Sets certificate_fields() (once, after the handshake; nothing without a certificate).
+  void set_certificate_fields(std::string lines) {
+    if (peer_) peer_->fields = std::move(lines);
+  }
+
  private:
   struct tls_state;
+  /// What a verified client certificate gives the connection: allocated only for one.
+  struct peer_certificate {
+    core::client_certificate facts;  ///< its facts
+    std::string fields;              ///< certificate_fields()
+  };
   tcp_socket& socket_;
-  std::unique_ptr<tls_state> tls_;  ///< set by a successful handshake
+  std::unique_ptr<tls_state> tls_;          ///< set by a successful handshake
+  std::unique_ptr<peer_certificate> peer_;  ///< set by a handshake that verified one
 };
 
 }  // namespace tollgate::net

@@ -150,8 +150,10 @@ std::string upstream_problem(bool timeout, const std::string& name, const std::s
 namespace {
 
 /// Renders the request head for the upstream: the client's X-Forwarded-For kept and the peer
-/// appended, X-Forwarded-Proto, and X-Real-IP, the address the request was charged to.
-void upstream_head(const request_parser& parser, const request_in_hand& r, connection_scratch& sc) {
+/// appended, X-Forwarded-Proto, X-Real-IP (the address the request was charged to), and the
+/// facts of the client certificate of `client` in the fields the listener names.
+void upstream_head(const request_parser& parser, const request_in_hand& r, connection_scratch& sc,
+                   const client_stream& client) {
   sc.forwarded_for.clear();
   const auto [first, last] = parser.get().base().equal_range("X-Forwarded-For");
   for (auto f = first; f != last; ++f) {
@@ -176,9 +178,10 @@ void upstream_head(const request_parser& parser, const request_in_hand& r, conne
     host += ':';
     core::append_decimal(host, endpoint.port);
   }
-  render_upstream_head(sc.head, parser,
-                       {sc.forwarded_for, r.adm.tls ? "https" : "http", real_ip, host,
-                        r.adm.rate.shadow, r.adm.upgrade});
+  render_upstream_head(
+      sc.head, parser,
+      {sc.forwarded_for, r.adm.tls ? "https" : "http", real_ip, host, r.adm.rate.shadow,
+       r.adm.upgrade, client.certificate_fields(), r.snap->certificate_fields});
 }
 
 }  // namespace
@@ -404,8 +407,11 @@ task<head_result> exchange_head(exchange& x) {
     conn = co_await w.pool.acquire(*r.snap, r.adm.route->upstream, watch, why);
     if (!conn) {
       const bool timeout = why == connect_failure::timeout;
-      // Named before the co_await (GCC 12 and temporaries of ?: in co_await arguments).
-      std::string what = timeout ? "did not accept a connection in time" : "refused the connection";
+      // Named before the co_await (GCC 12 and temporaries of ?: in co_await arguments). The
+      // reason of a failed TLS handshake is in the log, not in the client's answer.
+      std::string what = timeout                       ? "did not accept a connection in time"
+                         : why == connect_failure::tls ? "failed the TLS handshake"
+                                                       : "refused the connection";
       const auto kind =
           timeout ? metrics::upstream_error::timeout : metrics::upstream_error::connect;
       const bool stay =
@@ -421,8 +427,8 @@ task<head_result> exchange_head(exchange& x) {
     }
     // The head goes with the first piece of the body: one system call where two would do.
     bool client_failed = false;
-    const relay_path<true, client_stream, tcp_socket> request_path{
-        watch.stream,     client_buffer, parser, conn->socket, sc.head,
+    const relay_path<true, client_stream, upstream_stream> request_path{
+        watch.stream,     client_buffer, parser, conn->stream, sc.head,
         parser.chunked(), sc.body,       watch,  conn->socket, bounds};
     error_code ec = co_await relay(request_path, client_failed);
     if (client_failed) {
@@ -468,7 +474,7 @@ task<head_result> exchange_head(exchange& x) {
       rp->header_limit(max_response_head);
       if (req.method() == http::verb::head) rp->skip(true);
       watch.upstream_for(&conn->socket, response_timeout);
-      ec = co_await read_head(conn->socket, conn->buffer, *rp);
+      ec = co_await read_head(conn->stream, conn->buffer, *rp);
       const unsigned status = ec ? 0 : rp->get().result_int();
       if (status == 101 && !r.adm.upgrade) ec = asio::error::operation_not_supported;
       if (ec || status >= 200 || status == 101) break;
@@ -528,7 +534,7 @@ task<bool> forward(worker& w, deadline_watch& watch, connection_scratch& sc) {
     deadline_watch& w;
     ~forget_upstream() { w.drop_upstream(); }
   } const forget{watch};
-  upstream_head(parser, r, sc);
+  upstream_head(parser, r, sc, watch.stream);
   const auto exchange_start = std::chrono::steady_clock::now();
   exchange x{w, r, watch, sc.buffer, parser, sc, nullptr, std::nullopt};
   if (const head_result h = co_await exchange_head(x); h.answered) co_return h.stay;
@@ -566,8 +572,8 @@ task<bool> forward(worker& w, deadline_watch& watch, connection_scratch& sc) {
   const relay_bounds bounds{r.snap->config.upstreams[r.adm.route->upstream].response_timeout,
                             r.snap->config.limits.body_timeout, max_response_head, 0};
   bool upstream_failed = false;
-  const relay_path<false, tcp_socket, client_stream> response_path{
-      conn->socket,    conn->buffer, *rp,   watch.stream, sc.head,
+  const relay_path<false, upstream_stream, client_stream> response_path{
+      conn->stream,    conn->buffer, *rp,   watch.stream, sc.head,
       framing.chunked, sc.body,      watch, conn->socket, bounds};
   const error_code ec = co_await relay(response_path, upstream_failed);
   // Mid-body failures cannot be reported any more: the head is gone. Close.
@@ -576,6 +582,8 @@ task<bool> forward(worker& w, deadline_watch& watch, connection_scratch& sc) {
   // connection is not kept, nor one whose request body was cut short by an early answer.
   if (parser.is_done() && rp->keep_alive() && conn->buffer.size() == 0) {
     w.pool.release(*r.snap, std::move(conn));
+  } else {
+    w.pool.keep_session(*r.snap, *conn);
   }
   co_return framing.keep_alive;
 }

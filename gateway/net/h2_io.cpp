@@ -18,7 +18,8 @@ constexpr std::size_t write_gather = 64 * 1024;
 }  // namespace
 
 void spawn_stream(std::shared_ptr<h2_connection> c, h2_stream& s) {
-  asio::co_spawn(c->w.io, run_stream(std::move(c), s), asio::detached);
+  asio::io_context& io = c->w.io;  // named first: `c` is moved in the same call
+  asio::co_spawn(io, run_stream(std::move(c), s), asio::detached);
 }
 
 task<void> h2_connection::writer([[maybe_unused]] std::shared_ptr<h2_connection> self) {

@@ -151,7 +151,14 @@ task<void> forward_stream(h2_connection& c, h2_stream& s) {
       sc.head,
       {s.method, s.path, s.authority.empty() ? s.value("host") : s.authority, fields,
        has_body ? s.content_length : std::nullopt, chunked, !has_body && usually_body},
-      {sc.forwarded_for, r.adm.tls ? "https" : "http", real_ip, {}, r.adm.rate.shadow, false});
+      {sc.forwarded_for,
+       r.adm.tls ? "https" : "http",
+       real_ip,
+       {},
+       r.adm.rate.shadow,
+       false,
+       c.watch.stream.certificate_fields(),
+       r.snap->certificate_fields});
   const bool head_request = s.method == "HEAD";
   const bool replayable = !has_body && idempotent(s.method);
   const auto exchange_start = std::chrono::steady_clock::now();
@@ -236,7 +243,7 @@ task<void> forward_stream(h2_connection& c, h2_stream& s) {
         pieces[k++] = asio::buffer(s.request_trailers);
       }
       watch.upstream_for(&conn->socket, upstream.response_timeout);
-      ec = co_await write_all(conn->socket, std::span(pieces.data(), k));
+      ec = co_await write_all(conn->stream, std::span(pieces.data(), k));
       rest(watch);
       head_sent = true;
       s.body_in.clear();
@@ -252,7 +259,7 @@ task<void> forward_stream(h2_connection& c, h2_stream& s) {
       rp->header_limit(max_response_head);
       if (head_request) rp->skip(true);
       watch.upstream_for(&conn->socket, upstream.response_timeout);
-      ec = co_await read_head(conn->socket, conn->buffer, *rp);
+      ec = co_await read_head(conn->stream, conn->buffer, *rp);
       rest(watch);
       const unsigned status = ec ? 0 : rp->get().result_int();
       if (status == 101) ec = asio::error::operation_not_supported;
@@ -296,7 +303,7 @@ task<void> forward_stream(h2_connection& c, h2_stream& s) {
       if (!ec) {
         if (conn->buffer.capacity() < sc.body.size()) conn->buffer.reserve(sc.body.size());
         watch.upstream_for(&conn->socket, upstream.response_timeout);
-        ec = co_await read_more(conn->socket, conn->buffer, *rp);
+        ec = co_await read_more(conn->stream, conn->buffer, *rp);
         rest(watch);
         if (!ec) parse_buffered(*rp, conn->buffer, ec);
       }
@@ -395,16 +402,17 @@ task<void> run_stream(std::shared_ptr<h2_connection> c, h2_stream& s) {
                     "request body too large");
     co_return;
   }
-  const admission::request_view view{s.method,
-                                     s.path,
-                                     &s,
-                                     c->peer,
-                                     c->l.tls,
-                                     false,
-                                     !s.request_ended,
-                                     s.request_ended && s.body_in.empty(),
-                                     true,
-                                     w.shared.clock.now()};
+  admission::request_view view{s.method,
+                               s.path,
+                               &s,
+                               c->peer,
+                               c->l.tls,
+                               false,
+                               !s.request_ended,
+                               s.request_ended && s.body_in.empty(),
+                               true,
+                               w.shared.clock.now()};
+  view.certificate = c->watch.stream.certificate();  // read once for the connection
   limit::held_places places;
   admission::step step = admit_view(w, *r.snap, view, r.adm, places);
   if (step == admission::step::ask_store) step = co_await await_store(w, *r.snap, r.adm, places);

@@ -141,6 +141,16 @@ void append_rate_limit_fields(std::string& out, const policy::rate_limit_fields&
   }
 }
 
+std::string certificate_lines(const config::certificate_headers& names,
+                              const core::client_certificate& c) {
+  std::string out;
+  // A fact the certificate lacks (no subjectAltName) has no line.
+  if (!names.subject.empty() && !c.subject.empty()) append_line(out, names.subject, c.subject);
+  if (!names.san.empty() && !c.san.empty()) append_line(out, names.san, c.san);
+  if (!names.sha256.empty() && !c.sha256.empty()) append_line(out, names.sha256, c.sha256);
+  return out;
+}
+
 bool has_token(const fields& f, http::field name, std::string_view token) {
   const auto [first, last] = f.equal_range(name);
   for (auto line = first; line != last; ++line) {
@@ -160,7 +170,20 @@ void render_upstream_head(std::string& out, const request_parser& parser,
   out += sv(req.target());
   out += " HTTP/1.1\r\n";
   if (!added.host.empty()) append_line(out, "Host", added.host);
-  append_end_to_end(out, req.base(), is_forwarding_field, true);
+  if (added.certificate_names.empty()) {
+    append_end_to_end(out, req.base(), is_forwarding_field, true);
+  } else {
+    // A client's own copy of a field the gateway forwards certificates in is a forgery.
+    append_end_to_end(
+        out, req.base(),
+        [names = added.certificate_names](std::string_view name) {
+          return is_forwarding_field(name) ||
+                 std::any_of(names.begin(), names.end(),
+                             [&](const std::string& n) { return core::iequals(n, name); });
+        },
+        true);
+  }
+  out += added.certificate;
   append_line(out, "X-Forwarded-For", added.forwarded_for);
   append_line(out, "X-Forwarded-Proto", added.proto);
   append_line(out, "X-Real-IP", added.real_ip);
@@ -189,12 +212,18 @@ void render_upstream_head(std::string& out, const h2_request_head& req,
         name == "connection" || is_forwarding_field(name)) {
       continue;
     }
+    // A client's own copy of a field the gateway forwards certificates in is a forgery.
+    if (std::any_of(added.certificate_names.begin(), added.certificate_names.end(),
+                    [&](const std::string& n) { return core::iequals(n, name); })) {
+      continue;
+    }
     if (name == "cookie") {
       append_cookie(out, value);
       continue;
     }
     append_line(out, name, value);
   }
+  out += added.certificate;
   append_line(out, "X-Forwarded-For", added.forwarded_for);
   append_line(out, "X-Forwarded-Proto", added.proto);
   append_line(out, "X-Real-IP", added.real_ip);

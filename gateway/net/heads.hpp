@@ -11,6 +11,8 @@
 #include <string_view>
 #include <utility>
 
+#include "gateway/config/gateway.hpp"
+#include "gateway/core/client_certificate.hpp"
 #include "gateway/net/messages.hpp"
 #include "gateway/policy/verdict.hpp"
 
@@ -41,7 +43,16 @@ struct upstream_fields {
   std::string_view host;           ///< Host, when the request has none (HTTP/1.0); else ""
   std::string_view shadow;         ///< X-Tollgate-Shadow (docs/design.md §12), or ""
   bool upgrade = false;            ///< a WebSocket upgrade: Upgrade and Connection kept
+  /// The client certificate's lines (docs/design.md §17), each ending in CRLF, or "".
+  std::string_view certificate;
+  /// Every field the gateway forwards certificates in: a client's own copies are dropped.
+  std::span<const std::string> certificate_names;
 };
+
+/// The lines that forward the facts of `c` in the fields `names` gives (docs/design.md §17),
+/// each ending in CRLF: one per field named.
+std::string certificate_lines(const config::certificate_headers& names,
+                              const core::client_certificate& c);
 
 /// Renders the head of `req` for the upstream into `out`, with the forwarding headers of
 /// docs/design.md §7 and framing from `parser` (chunked stays chunked, a length stays a length).

@@ -228,6 +228,14 @@ task<bool> open_connection(worker& w, deadline_watch& watch, connection_scratch&
     spdlog::debug("TLS handshake with {} failed: {}", peer.to_string(), ec.message());
     co_return false;
   }
+  if (const core::client_certificate* cert = watch.stream.certificate()) {
+    // The fields that forward it upstream, rendered once for the connection's requests.
+    for (const auto& listener : w.current->config.listeners) {
+      if (listener.name == l.name && listener.tls) {
+        watch.stream.set_certificate_fields(certificate_lines(listener.tls->headers, *cert));
+      }
+    }
+  }
   co_return true;
 }
 

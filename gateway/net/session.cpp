@@ -68,22 +68,22 @@ task<void> refuse_head(deadline_watch& watch, connection_scratch& sc, const erro
 }
 
 /// Admits the request in hand (its head well framed): admit_view over its head.
-admission::step admit_request(worker& w, connection_scratch& sc, bool tls,
+admission::step admit_request(worker& w, connection_scratch& sc, const client_stream& client,
                               limit::held_places& held) {
   request_in_hand& r = sc.request;
   const auto& req = r.parser->get();
   r.headers.of(req.base());
-  const admission::request_view view{
-      sv(req.method_string()),
-      sv(req.target()),
-      &r.headers,
-      r.peer,
-      tls,
-      is_websocket_upgrade(*r.parser),
-      r.parser->chunked() || r.parser->content_length().value_or(0) > 0,
-      r.parser->is_done(),
-      r.keep_alive,
-      w.shared.clock.now()};
+  admission::request_view view{sv(req.method_string()),
+                               sv(req.target()),
+                               &r.headers,
+                               r.peer,
+                               client.tls(),
+                               is_websocket_upgrade(*r.parser),
+                               r.parser->chunked() || r.parser->content_length().value_or(0) > 0,
+                               r.parser->is_done(),
+                               r.keep_alive,
+                               w.shared.clock.now()};
+  view.certificate = client.certificate();  // read once for the connection (docs/design.md §17)
   return admit_view(w, *r.snap, view, r.adm, held);
 }
 
@@ -263,7 +263,7 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     }
     start_request(r, peer, peer_text, watch.stream.written);
     limit::held_places places;  // under max_delayed, while the request is decided or held
-    admission::step step = admit_request(w, *sc, l.tls, places);
+    admission::step step = admit_request(w, *sc, watch.stream, places);
     if (step == admission::step::ask_store) step = co_await await_store(w, *r.snap, r.adm, places);
     if (step == admission::step::forward && r.adm.upgrade) step = take_tunnel_place(w, *sc);
     apply_effects(w, r);

@@ -7,6 +7,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 
@@ -148,6 +149,35 @@ int choose_protocol(SSL*, const unsigned char** out, unsigned char* outlen, cons
   return SSL_TLSEXT_ERR_OK;
 }
 
+/// Asks the clients of `ctx` for a certificate signed by `tls.client_ca` (docs/design.md §17);
+/// throws config::error naming the key when the file does not load. Every context of a
+/// listener gets the same: the SNI callback may switch a handshake to any of them, and OpenSSL
+/// then verifies with the new one's store.
+void ask_client_certificates(const config::gateway_config& c, const std::string& listener,
+                             const config::tls_config& tls, asio::ssl::context& ctx) {
+  if (tls.verify == config::client_verify::none) return;
+  error_code ec;
+  ctx.load_verify_file(tls.client_ca, ec);
+  STACK_OF(X509_NAME)* names = ec ? nullptr : SSL_load_client_CA_file(tls.client_ca.c_str());
+  if (ec || names == nullptr) {
+    throw config::error(c.file, tls.client_ca_line, "listeners." + listener + ".tls.client_ca",
+                        "cannot load '" + tls.client_ca +
+                            "': " + (ec ? ec.message() : std::string("no certificate in it")));
+  }
+  // The CAs' names go in the certificate request, so that a client holding several
+  // certificates picks one these sign.
+  SSL_CTX_set_client_CA_list(ctx.native_handle(), names);
+  int mode = SSL_VERIFY_PEER;
+  if (tls.verify == config::client_verify::required) mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+  SSL_CTX_set_verify(ctx.native_handle(), mode, nullptr);
+  // A session resumed must have been verified under this listener: without a session id
+  // context OpenSSL refuses to resume sessions of verified clients at all.
+  const std::string id = "tollgate:" + listener;
+  SSL_CTX_set_session_id_context(ctx.native_handle(),
+                                 reinterpret_cast<const unsigned char*>(id.data()),
+                                 static_cast<unsigned>(std::min<std::size_t>(id.size(), 32)));
+}
+
 }  // namespace
 
 std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
@@ -161,6 +191,7 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
     auto set = std::make_shared<sni_set>();
     for (std::size_t i = 0; i < l.tls->certificates.size(); ++i) {
       set->contexts.push_back(load_context(c, l.tls->certificates[i]));
+      ask_client_certificates(c, l.name, *l.tls, *set->contexts.back());
       for (const std::string& name : names_of(set->contexts.back()->native_handle())) {
         if (name.starts_with("*.")) {
           set->wildcard.emplace_back(name.substr(2), i);
@@ -181,6 +212,50 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
     }
     // The listener holds the first context; it keeps the others (and the names) alive.
     out.emplace_back(set, set->contexts.front().get());
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<asio::ssl::context>> make_upstream_contexts(
+    const config::gateway_config& c) {
+  namespace ssl = asio::ssl;
+  std::vector<std::shared_ptr<asio::ssl::context>> out;
+  for (const auto& u : c.upstreams) {
+    if (!u.tls) {
+      out.emplace_back();
+      continue;
+    }
+    const config::upstream_tls_config& t = *u.tls;
+    const std::string key = "upstreams." + u.name + ".tls";
+    auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+    ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                     ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+    // Idle pooled connections give their record buffers back, as client connections do.
+    SSL_CTX_set_mode(ctx->native_handle(), SSL_MODE_RELEASE_BUFFERS);
+    error_code ec;
+    if (!t.ca.empty()) {
+      ctx->load_verify_file(t.ca, ec);
+      if (ec) {
+        throw config::error(c.file, t.ca_line, key + ".ca",
+                            "cannot load '" + t.ca + "': " + ec.message());
+      }
+    } else {
+      ctx->set_default_verify_paths(ec);  // the system's trust store
+    }
+    if (!t.certificate.empty()) {
+      ctx->use_certificate_chain_file(t.certificate, ec);
+      if (ec) {
+        throw config::error(c.file, t.certificate_line, key + ".certificate",
+                            "cannot load '" + t.certificate + "': " + ec.message());
+      }
+      ctx->use_private_key_file(t.private_key, ssl::context::pem, ec);
+      if (ec) {
+        throw config::error(c.file, t.private_key_line, key + ".private_key",
+                            "cannot load '" + t.private_key + "': " + ec.message());
+      }
+    }
+    ctx->set_verify_mode(t.verify ? ssl::verify_peer : ssl::verify_none);
+    out.push_back(std::move(ctx));
   }
   return out;
 }
@@ -208,7 +283,17 @@ snapshot::snapshot(config::gateway_config c, core::siphash_key key, metrics::reg
       page(config.pow.page),
       jwt(make_jwt_verifier(config, hosts)),
       upstream_endpoints(resolve_all(config)),
-      tls(make_tls_contexts(config)) {
+      tls(make_tls_contexts(config)),
+      upstream_tls(make_upstream_contexts(config)) {
+  // Every name a listener forwards a certificate's facts in is the gateway's on every listener:
+  // a client of another listener cannot pose as a certified one.
+  for (const auto& l : config.listeners) {
+    if (!l.tls) continue;
+    for (const std::string* n :
+         {&l.tls->headers.subject, &l.tls->headers.san, &l.tls->headers.sha256}) {
+      if (!n->empty()) certificate_fields.push_back(*n);
+    }
+  }
   static std::atomic<std::uint64_t> generations{0};
   generation = generations.fetch_add(1, std::memory_order_relaxed) + 1;
   // Label indices are fixed here, so that counting a request never looks a label up. With

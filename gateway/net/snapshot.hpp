@@ -26,6 +26,12 @@ namespace tollgate::net {
 /// loaded now; throws config::error naming the listener's key when one cannot be loaded.
 std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(const config::gateway_config& c);
 
+/// The TLS context of every upstream of `c` (null for plain ones): trust, verification and
+/// the client certificate loaded now; throws config::error naming the upstream's key when a
+/// file cannot be loaded.
+std::vector<std::shared_ptr<asio::ssl::context>> make_upstream_contexts(
+    const config::gateway_config& c);
+
 /// The gateway configuration, compiled.
 /// Thread safety: immutable; shared by every worker.
 struct snapshot {
@@ -56,6 +62,12 @@ struct snapshot {
   /// Per listener, its TLS context (null: plain). Built with the snapshot, so a reload picks
   /// up renewed certificates for new connections.
   std::vector<std::shared_ptr<asio::ssl::context>> tls;
+  /// Every header field a listener forwards a client certificate's facts in
+  /// (`client_cert_headers`, docs/design.md §17): dropped from what clients send, on every
+  /// listener.
+  std::vector<std::string> certificate_fields;
+  /// Per upstream, its TLS context (null: plain), shared by every worker's connections to it.
+  std::vector<std::shared_ptr<asio::ssl::context>> upstream_tls;
   /// Distinct for every snapshot the process builds (1, 2, ...): what caches of per-snapshot
   /// state compare, since a later snapshot may be allocated at the address of a freed one.
   std::uint64_t generation = 0;

@@ -11,6 +11,7 @@
 #include "gateway/net/asio.hpp"
 #include "gateway/net/client_stream.hpp"
 #include "gateway/net/messages.hpp"
+#include "gateway/net/upstream_stream.hpp"
 
 namespace tollgate::net {
 
@@ -30,7 +31,7 @@ task<error_code> read_more(Stream& s, beast::flat_buffer& buffer,
   const auto space = buffer.prepare(room >= 4096 ? room : 4096);
   error_code ec;
   std::size_t n = 0;
-  if constexpr (std::is_same_v<Stream, client_stream>) {
+  if constexpr (std::is_same_v<Stream, client_stream> || std::is_same_v<Stream, upstream_stream>) {
     if (s.tls()) {
       std::tie(ec, n) = co_await s.tls_read_some(space);
     } else {
@@ -73,6 +74,14 @@ error_code write_now(tcp_socket& s, std::span<asio::const_buffer>& rest);
 inline task<error_code> write_all(tcp_socket& s, std::span<asio::const_buffer> pieces) {
   if (error_code ec = write_now(s, pieces); ec || pieces.empty()) co_return ec;
   auto [ec, n] = co_await asio::async_write(s, pieces, use_tuple);
+  co_return ec;
+}
+
+/// Writes all of `pieces` to the upstream: plain as above, or encrypted.
+inline task<error_code> write_all(upstream_stream& s, std::span<asio::const_buffer> pieces) {
+  if (s.tls()) co_return co_await s.tls_write(pieces);
+  if (error_code ec = write_now(s.socket(), pieces); ec || pieces.empty()) co_return ec;
+  auto [ec, n] = co_await asio::async_write(s.socket(), pieces, use_tuple);
   co_return ec;
 }
 

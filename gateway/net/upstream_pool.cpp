@@ -98,6 +98,30 @@ task<std::unique_ptr<upstream_connection>> upstream_pool::connect(const snapshot
     why = connect_failure::refused;
     co_return nullptr;
   }
+  if (asio::ssl::context* tls = s.upstream_tls[u].get()) {
+    // TLS (docs/design.md §17), within the connect timeout again: the name is the one
+    // configured, else the endpoint's host; the endpoint's last session is offered.
+    const auto& cfg = s.config.upstreams[u];
+    const std::string& name =
+        cfg.tls->server_name.empty() ? cfg.endpoints[e].host : cfg.tls->server_name;
+    // Taken (a reference of its own) before the handshake starts: a reload meanwhile may
+    // clear the pool's state.
+    ssl_session_st* resume = stale(s) ? nullptr : state_[u].endpoints[e].session.get();
+    watch.upstream_for(&c->socket, cfg.connect_timeout);
+    std::string reason;
+    ec = co_await c->stream.handshake(*tls, {name, resume}, reason);
+    if (ec) {
+      why = watch.upstream_timed_out ? connect_failure::timeout : connect_failure::tls;
+      if (watch.upstream_timed_out) reason = "TLS handshake timed out";
+      watch.drop_upstream();
+      failed(s, u, e, "TLS handshake: " + reason);
+      co_return nullptr;
+    }
+    if (!stale(s)) {
+      if (tls_session fresh = c->stream.session())
+        state_[u].endpoints[e].session = std::move(fresh);
+    }
+  }
   co_return c;
 }
 
@@ -107,12 +131,22 @@ void upstream_pool::release(const snapshot& s, std::unique_ptr<upstream_connecti
   if (c->generation != generation_ || s.generation != c->generation) return;
   endpoint_state& es = state_[c->upstream].endpoints[c->endpoint];
   es.failures = 0;
+  keep_session(s, *c);
   if (es.idle.size() >= s.config.upstreams[c->upstream].max_idle_connections) return;
   c->idle_since = clock::now();
   es.idle.push_back(std::move(c));
 }
 
-void upstream_pool::failed(const snapshot& s, std::size_t u, std::size_t endpoint) {
+void upstream_pool::keep_session(const snapshot& s, const upstream_connection& c) {
+  if (!c.stream.tls() || c.generation != generation_ || s.generation != c.generation) return;
+  // TLS 1.3 sends its session tickets after the handshake: the newest one is here by now.
+  if (tls_session fresh = c.stream.session()) {
+    state_[c.upstream].endpoints[c.endpoint].session = std::move(fresh);
+  }
+}
+
+void upstream_pool::failed(const snapshot& s, std::size_t u, std::size_t endpoint,
+                           std::string_view why) {
   // A request that began before a reload: the pool's endpoints may not be its endpoints. Still
   // counted in tollgate_upstream_errors_total by the caller.
   if (stale(s)) return;
@@ -122,9 +156,12 @@ void upstream_pool::failed(const snapshot& s, std::size_t u, std::size_t endpoin
   const auto& ep = s.upstream_endpoints[u][endpoint];
   // The first failure of a streak and each ejection are logged; the rest only counted
   // (tollgate_upstream_errors_total), so a dead upstream does not flood the log.
-  if (++es.failures == 1) {
+  if (++es.failures == 1 && why.empty()) {
     spdlog::warn("upstream {} endpoint {}:{} failed", cfg.name, ep.address().to_string(),
                  ep.port());
+  } else if (es.failures == 1) {
+    spdlog::warn("upstream {} endpoint {}:{} failed: {}", cfg.name, ep.address().to_string(),
+                 ep.port(), why);
   }
   if (es.failures >= cfg.max_failures) {
     spdlog::warn("upstream {} endpoint {}:{} ejected for {} ms after {} consecutive failures",

@@ -10,13 +10,15 @@
 #include "gateway/net/asio.hpp"
 #include "gateway/net/deadline.hpp"
 #include "gateway/net/snapshot.hpp"
+#include "gateway/net/upstream_stream.hpp"
 
 namespace tollgate::net {
 
 /// One connection to an upstream endpoint, with its read buffer.
 struct upstream_connection {
-  explicit upstream_connection(const executor& ex) : socket(ex) {}
+  explicit upstream_connection(const executor& ex) : socket(ex), stream(socket) {}
   tcp_socket socket;                                 ///< bounded by the connection's watchdog
+  upstream_stream stream;                            ///< `socket`, or TLS over it
   beast::flat_buffer buffer;                         ///< bytes read past the last response
   std::uint64_t generation = 0;                      ///< of the snapshot it was opened under
   std::size_t upstream = 0;                          ///< index of its upstream in that snapshot
@@ -26,7 +28,12 @@ struct upstream_connection {
 };
 
 /// Why no connection could be had.
-enum class connect_failure { none, refused, timeout };
+enum class connect_failure {
+  none,
+  refused,  ///< the endpoint refused it (or failed otherwise)
+  timeout,  ///< not connected (or the TLS handshake not done) within connect_timeout
+  tls,      ///< the TLS handshake failed (a certificate that does not verify, among others)
+};
 
 /// The pool of one worker thread. Its state (idle connections, failures, round-robin) belongs
 /// to one snapshot, the newest it has been asked about, recognised by its generation: a
@@ -46,9 +53,14 @@ class upstream_pool {
   /// Returns a connection after a complete exchange under `s`; kept if it was opened under
   /// the pool's snapshot, `s` is that snapshot and the pool has room, closed otherwise.
   void release(const snapshot& s, std::unique_ptr<upstream_connection> c);
+  /// Keeps the TLS session of `c`, after a complete exchange under `s`, to resume the next
+  /// connection to its endpoint with (release does it for pooled connections; this is for
+  /// one the upstream closes, whose session would be lost with it).
+  void keep_session(const snapshot& s, const upstream_connection& c);
   /// Counts a failed exchange against endpoint `endpoint` of upstream `u` of `s` (ejects after
-  /// too many); nothing when `s` is older than the pool's snapshot.
-  void failed(const snapshot& s, std::size_t u, std::size_t endpoint);
+  /// too many); nothing when `s` is older than the pool's snapshot. `why`, when given, goes in
+  /// the log line.
+  void failed(const snapshot& s, std::size_t u, std::size_t endpoint, std::string_view why = {});
   /// Drops every idle connection and forgets failures (the next request starts afresh).
   void clear() {
     state_.clear();
@@ -60,6 +72,9 @@ class upstream_pool {
     std::vector<std::unique_ptr<upstream_connection>> idle;  ///< most recent last
     std::uint32_t failures = 0;                              ///< consecutive
     std::chrono::steady_clock::time_point ejected_until;     ///< skipped until then
+    /// TLS: the last session it handed out, resumed by the next new connection (each TLS
+    /// connection after the first one costs no full handshake).
+    tls_session session;
   };
   struct upstream_state {
     std::vector<endpoint_state> endpoints;  ///< by endpoint index

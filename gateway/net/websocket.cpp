@@ -116,7 +116,8 @@ struct tunnel final : tunnel_list::member {
   std::uint16_t own_code = 0;       ///< the gateway's close code, once it closes
   bool counted = false;             ///< the close was counted
   bool upstream_pump_done = false;  ///< the upstream -> client coroutine has returned
-  std::unique_ptr<std::array<char, 16 * 1024>> tls_in;  ///< TLS reads (plain: the worker's)
+  std::unique_ptr<std::array<char, 16 * 1024>> tls_in;     ///< TLS reads (plain: the worker's)
+  std::unique_ptr<std::array<char, 16 * 1024>> tls_up_in;  ///< the same, from a TLS upstream
   timer joined{w.io.get_executor()};            ///< wakes the tunnel when that coroutine returns
   std::optional<tunnel_setup::log_fields> log;  ///< see tunnel_setup::log
   std::array<std::uint64_t, 2> messages{};      ///< relayed, by direction (the access log)
@@ -299,22 +300,16 @@ void take_bytes(tunnel& t, direction& d, bool from_client, const std::uint8_t* p
   d.frames.feed(std::span(p, n), header, payload);
 }
 
-/// Sends what `d.pieces` holds to `out`: at once as far as the socket takes it, the rest
-/// copied (the bytes may be in the worker's shared buffer) and awaited.
+/// Sends what `d.pieces` holds to `out` (the client's stream or the upstream's): at once as far
+/// as a plain socket takes it, the rest copied (the bytes may be in the worker's shared buffer)
+/// and awaited.
 template <class Out>
 task<error_code> deliver(tunnel& t, direction& d, Out& out) {
   std::span<asio::const_buffer> rest(d.pieces.data(), d.pieces.size());
-  if constexpr (std::is_same_v<Out, tcp_socket>) {
-    if (error_code ec = write_now(out, rest); ec || rest.empty()) {
+  if (!out.tls()) {
+    if (error_code ec = write_now(out.socket(), rest); ec || rest.empty()) {
       d.pieces.clear();
       co_return ec;
-    }
-  } else {
-    if (!out.tls()) {
-      if (error_code ec = write_now(out.socket(), rest); ec || rest.empty()) {
-        d.pieces.clear();
-        co_return ec;
-      }
     }
   }
   d.pending.clear();
@@ -324,12 +319,7 @@ task<error_code> deliver(tunnel& t, direction& d, Out& out) {
   t.write_end = clock::now() + t.idle;
   t.rearm();
   asio::const_buffer all = asio::buffer(d.pending);
-  error_code ec;
-  if constexpr (std::is_same_v<Out, tcp_socket>) {
-    std::tie(ec, std::ignore) = co_await asio::async_write(out, all, use_tuple);
-  } else {
-    ec = co_await write_all(out, std::span(&all, 1));
-  }
+  const error_code ec = co_await write_all(out, std::span(&all, 1));
   t.write_end = clock::time_point::max();
   t.rearm();
   d.pending.clear();
@@ -363,6 +353,14 @@ task<std::pair<error_code, std::span<const std::uint8_t>>> read_tls_client(tunne
   co_return std::pair{ec, std::span(reinterpret_cast<const std::uint8_t*>(t.tls_in->data()), n)};
 }
 
+/// One read from a TLS upstream (docs/design.md §17), into the tunnel's own buffer.
+task<std::pair<error_code, std::span<const std::uint8_t>>> read_tls_upstream(tunnel& t) {
+  if (!t.tls_up_in) t.tls_up_in = std::make_unique<std::array<char, 16 * 1024>>();
+  auto [ec, n] =
+      co_await t.up->stream.tls_read_some(asio::buffer(*t.tls_up_in), t.wake_upstream_read.slot());
+  co_return std::pair{ec, std::span(reinterpret_cast<const std::uint8_t*>(t.tls_up_in->data()), n)};
+}
+
 /// Sends the gateway's close frame `d` owes its receiver, if the gateway is closing and the
 /// receiver is between frames.
 template <class Out>
@@ -381,7 +379,7 @@ void shutdown_send(tcp_socket& s) {
 /// Client -> upstream, until the client's stream ends.
 task<void> pump_from_client(tunnel& t) {
   direction& d = t.from_client;
-  tcp_socket& out = t.up->socket;
+  upstream_stream& out = t.up->stream;
   for (;;) {
     if (co_await send_own_close(t, d, out, true)) break;
     // Plain reads straight from the socket: no coroutine frame between (the hot path).
@@ -404,7 +402,9 @@ task<void> pump_from_client(tunnel& t) {
     }
   }
   t.count_close(closer::client, ws::abnormal);
-  shutdown_send(out);
+  // Over TLS too the end is a FIN without close_notify: the close handshake of the WebSocket
+  // has said all there is to say.
+  shutdown_send(t.up->socket);
   t.ending();
 }
 
@@ -414,7 +414,13 @@ task<void> pump_from_upstream(tunnel& t) {
   client_stream& out = t.watch.stream;
   for (;;) {
     if (t.answer_late && co_await send_own_close(t, d, out, false)) break;
-    auto [ec, bytes] = co_await read_when_readable(t, t.up->socket, t.wake_upstream_read);
+    std::pair<error_code, std::span<const std::uint8_t>> read;
+    if (t.up->stream.tls()) {
+      read = co_await read_tls_upstream(t);
+    } else {
+      read = co_await read_when_readable(t, t.up->socket, t.wake_upstream_read);
+    }
+    const auto [ec, bytes] = read;
     if (ec == asio::error::operation_aborted && t.up->socket.is_open()) continue;  // woken
     if (ec || bytes.empty()) {
       // The upstream went without answering the gateway's close: the client still gets it.
@@ -464,7 +470,7 @@ task<void> run_tunnel(worker& w, deadline_watch& watch, tunnel_setup setup) {
     take_bytes(t, t.from_client, true,
                reinterpret_cast<const std::uint8_t*>(setup.from_client.data()),
                setup.from_client.size());
-    if (!t.from_client.pieces.empty() && co_await deliver(t, t.from_client, t.up->socket)) t.drop();
+    if (!t.from_client.pieces.empty() && co_await deliver(t, t.from_client, t.up->stream)) t.drop();
   }
   if (!setup.from_upstream.empty()) {
     take_bytes(t, t.from_upstream, false,

@@ -235,7 +235,7 @@ tier_rules compile_tiers(const config::tiers_config& t, ClaimIndex&& claim) {
       case config::tier_source_config::kind::jwt_claim:
         src.key = {key_source::claim, c.claim, static_cast<std::int16_t>(claim(c.claim))};
         break;
-      case config::tier_source_config::kind::key_file:
+      case config::tier_source_config::kind::key_file: {
         src.key = {c.key.source, c.key.name, -1};
         if (src.key.source == key_source::header) {
           std::transform(src.key.name.begin(), src.key.name.end(), src.key.name.begin(),
@@ -244,8 +244,14 @@ tier_rules compile_tiers(const config::tiers_config& t, ClaimIndex&& claim) {
         if (src.key.source == key_source::claim) {
           src.key.claim = static_cast<std::int16_t>(claim(c.key.name));
         }
+        // Keyed on a client certificate's fingerprint, `sha256:<hex>` names the certificate
+        // whose SHA-256 that is (docs/design.md §17): the value itself, not its hash.
+        const bool fingerprint =
+            src.key.source == key_source::client_cert && src.key.name == "sha256";
         for (const auto& [key, tier] : c.keys) {
-          if (key.starts_with("sha256:")) {
+          if (fingerprint && key.starts_with("sha256:")) {
+            src.exact.emplace(key.substr(7), out.find(tier));
+          } else if (key.starts_with("sha256:")) {
             src.hashed.emplace(key.substr(7), out.find(tier));
           } else {
             src.exact.emplace(key, out.find(tier));
@@ -253,6 +259,7 @@ tier_rules compile_tiers(const config::tiers_config& t, ClaimIndex&& claim) {
         }
         src.reject_unknown = c.reject_unknown;
         break;
+      }
       case config::tier_source_config::kind::network:
         src.networks = c.networks;
         src.tier = out.find(c.tier);
@@ -305,6 +312,11 @@ std::string_view value_of(const limit::key_part& p, const key_sources& keys, std
                      static_cast<std::size_t>(p.claim) < keys.claims->size()
                  ? std::string_view((*keys.claims)[static_cast<std::size_t>(p.claim)])
                  : std::string_view();
+    case key_source::client_cert: {
+      if (keys.certificate == nullptr) return {};
+      const auto f = core::certificate_field_from_name(p.name);
+      return f ? keys.certificate->field(*f) : std::string_view();
+    }
     default:
       break;
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gateway/config/policy.hpp"
+#include "gateway/core/client_certificate.hpp"
 #include "gateway/core/siphash.hpp"
 #include "gateway/limit/address.hpp"
 #include "gateway/limit/request.hpp"
@@ -145,6 +146,9 @@ struct key_sources {
   /// The values of the verified token's claims (compiled_policy::claim_paths order), or null
   /// for a request without a verified identity.
   const std::vector<std::string>* claims = nullptr;
+  /// The client's verified TLS certificate (docs/design.md §17), or null for a request without
+  /// one.
+  const core::client_certificate* certificate = nullptr;
 };
 
 /// The value of key part `p` of a request with `keys` ("" when it lacks it); a query

@@ -30,8 +30,8 @@ namespace {
 
 struct gateway {
   gateway() {
-    dir = std::filesystem::temp_directory_path() /
-          ("tollgate-fuzz-h2-" + std::to_string(::getpid()));
+    dir =
+        std::filesystem::temp_directory_path() / ("tollgate-fuzz-h2-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "policy.yaml") << R"(
 categories:

@@ -12,8 +12,9 @@ namespace tollgate::test {
 
 /// Header fields of a test request, looked up without case.
 struct fake_request {
-  std::map<std::string, std::string> headers;  ///< lower-case name -> value
-  std::string target = "/";                    ///< with its query, if any
+  std::map<std::string, std::string> headers;             ///< lower-case name -> value
+  std::string target = "/";                               ///< with its query, if any
+  const core::client_certificate* certificate = nullptr;  ///< its verified client certificate
 
   static std::string_view lookup(const void* self, std::string_view name) {
     const auto& h = static_cast<const fake_request*>(self)->headers;
@@ -24,7 +25,7 @@ struct fake_request {
     return it == h.end() ? std::string_view() : std::string_view(it->second);
   }
   /// The key sources of this request.
-  policy::key_sources keys() const { return {&lookup, this, target}; }
+  policy::key_sources keys() const { return {&lookup, this, target, nullptr, certificate}; }
 };
 
 }  // namespace tollgate::test

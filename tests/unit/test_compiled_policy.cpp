@@ -5,6 +5,7 @@
 #include "gateway/limit/memory_store.hpp"
 #include "gateway/policy/compiled_policy.hpp"
 #include "keys_support.hpp"
+#include "temp_dir.hpp"
 
 using namespace tollgate;
 using namespace tollgate::limit;
@@ -146,6 +147,59 @@ categories:
   CHECK(store.decide(request_of(p, api, "192.0.2.1", other, &unkeyed)).admitted);
   // Without a key the limit does not apply, and says so.
   CHECK(unkeyed == 0b0111);
+}
+
+TEST_CASE("keys as data: a client certificate's subject, subjectAltName and fingerprint",
+          "[policy][keys]") {
+  const test::temp_dir dir;
+  const core::client_certificate alice{"O=Example,CN=alice", "DNS:alice.test",
+                                       std::string(64, 'a')};
+  const core::client_certificate bob{"O=Example,CN=bob", "", std::string(64, 'b')};
+  dir.write("keys.yaml", "'sha256:" + alice.sha256 + "': gold\n");
+  const std::string path = dir.write("p.yaml", R"(
+categories:
+  api:
+    limits:
+      per_subject: { key: { client_cert: subject }, short: { rate: 1/s, burst: 1 } }
+      per_san:     { key: { client_cert: san },     short: { rate: 1/s, burst: 1 } }
+      per_cert:    { key: [ { client_cert: sha256 }, individual ], short: { rate: 1/s, burst: 1 } }
+tiers:
+  multipliers: { free: 1, gold: 2 }
+  default: free
+  from: [ { key_file: { file: keys.yaml, key: { client_cert: sha256 } } } ]
+)");
+  const policy::compiled_policy p(config::load_policies({path}), {5, 6});
+  const auto& api = *p.find("api");
+  CHECK(api.limits[0].state_name == "api/per_subject/client_cert:subject");
+  CHECK(api.limits[2].state_name == "api/per_cert/composite:client_cert:sha256+individual");
+  test::fake_request r;
+  r.certificate = &alice;
+  std::uint32_t unkeyed = 99;
+  auto req = request_of(p, api, "192.0.2.1", r, &unkeyed);
+  CHECK(unkeyed == 0);
+  REQUIRE(req.group_count == 3);
+  CHECK(req.groups[0].key == p.key_of(alice.subject));
+  CHECK(req.groups[1].key == p.key_of(alice.san));
+  const std::uint64_t alice_key = req.groups[2].key;
+  // Another certificate, another bucket; a fact it lacks (no subjectAltName), no limit.
+  r.certificate = &bob;
+  req = request_of(p, api, "192.0.2.1", r, &unkeyed);
+  CHECK(unkeyed == 0b010);
+  REQUIRE(req.group_count == 2);
+  CHECK(req.groups[0].key == p.key_of(bob.subject));
+  CHECK(req.groups[1].key != alice_key);
+  // No certificate: none of them applies.
+  r.certificate = nullptr;
+  request_of(p, api, "192.0.2.1", r, &unkeyed);
+  CHECK(unkeyed == 0b111);
+  // The key file's `sha256:` names a certificate by its fingerprint, not a hash of it.
+  bool unknown = false;
+  const auto* tiers = p.tiers();
+  REQUIRE(tiers != nullptr);
+  r.certificate = &alice;
+  CHECK(p.tier_of(*core::address::parse("192.0.2.1"), r.keys(), unknown) == tiers->find("gold"));
+  r.certificate = &bob;
+  CHECK(p.tier_of(*core::address::parse("192.0.2.1"), r.keys(), unknown) == tiers->find("free"));
 }
 
 TEST_CASE("limit configuration errors name file, line and key", "[policy][keys]") {

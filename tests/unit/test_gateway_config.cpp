@@ -312,6 +312,70 @@ TEST_CASE("every gateway error names file, line and key", "[config]") {
            up + dr,
        "g.yaml:1: listeners[0].tls.certificate: cannot read file '" + (s.dir / "").string() +
            "': it is a directory"},
+      // Upstreams over TLS (docs/design.md §17).
+      {l + "upstreams: { app: { endpoints: ['127.0.0.1:9000'], tls: { certificate: p.yaml } } }\n" +
+           dr,
+       "g.yaml:2: upstreams.app.tls: certificate and private_key go together"},
+      {l + "upstreams: { app: { endpoints: ['127.0.0.1:9000'], tls: { server_name: 'a b' } } }\n" +
+           dr,
+       "g.yaml:2: upstreams.app.tls.server_name: invalid server name 'a b' (expected a DNS name)"},
+      {l +
+           "upstreams: { app: { endpoints: ['127.0.0.1:9000'], tls: { server_name: 10.0.0.1 } } "
+           "}\n" +
+           dr,
+       "g.yaml:2: upstreams.app.tls.server_name: invalid server name '10.0.0.1' (expected a DNS "
+       "name)"},
+      {l + "upstreams: { app: { endpoints: ['127.0.0.1:9000'], tls: { ca: no.pem } } }\n" + dr,
+       "g.yaml:2: upstreams.app.tls.ca: cannot read file '" + (s.dir / "no.pem").string() +
+           "': No such file or directory"},
+      {l + "upstreams: { app: { endpoints: ['127.0.0.1:9000'], tls: { verify: maybe } } }\n" + dr,
+       "g.yaml:2: upstreams.app.tls.verify: expected true or false, got 'maybe'"},
+      {l + "upstreams: { app: { endpoints: ['127.0.0.1:9000'], tls: { sni: a } } }\n" + dr,
+       "g.yaml:2: upstreams.app.tls.sni: unknown key (expected ca, server_name, certificate, "
+       "private_key or verify)"},
+      // Client certificates (docs/design.md §17).
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_verify: required } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_verify: client_verify needs client_ca"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: p.yaml, client_verify: always } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_verify: expected optional or required, not 'always'"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: no.pem } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_ca: cannot read file '" + (s.dir / "no.pem").string() +
+           "': No such file or directory"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_cert_headers: { subject: X-Subject } } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_cert_headers: client_cert_headers needs client_ca"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: p.yaml, client_cert_headers: { issuer: X-Issuer } } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_cert_headers.issuer: unknown key (expected subject, san "
+       "or sha256)"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: p.yaml, client_cert_headers: { san: 'X San' } } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_cert_headers.san: invalid header name 'X San'"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: p.yaml, client_cert_headers: { subject: X-Cert, "
+       "sha256: x-cert } } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_cert_headers.sha256: header 'x-cert' named twice"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: p.yaml, client_cert_headers: { subject: X-Real-IP } } "
+       "}]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_cert_headers.subject: header 'X-Real-IP' is set by the "
+       "gateway"},
+      {"listeners: [{ name: a, address: 0.0.0.0, port: 80, tls: { certificate: p.yaml, "
+       "private_key: p.yaml, client_ca: p.yaml, client_cert_headers: {} } }]\n" +
+           up + dr,
+       "g.yaml:1: listeners[0].tls.client_cert_headers: name at least one of subject, san, "
+       "sha256"},
       {minimal + "admin: { port: 8080 }\n",
        "g.yaml:5: admin: admin port 8080 collides with listener 'public'"},
       {minimal + "workers: many\n",
@@ -337,7 +401,7 @@ TEST_CASE("every gateway error names file, line and key", "[config]") {
        "g.yaml:2: upstreams.App: invalid upstream name (use a-z, 0-9, _ and -)"},
       {l + "upstreams: { app: { endpoints: ['h:1'], retries: 3 } }\n" + dr,
        "g.yaml:2: upstreams.app.retries: unknown key (expected endpoints, connect_timeout, "
-       "response_timeout, idle_timeout, max_idle_connections, max_failures or ejection_time)"},
+       "response_timeout, idle_timeout, max_idle_connections, max_failures, ejection_time or tls)"},
       {minimal + "routes: [{ match: { path: /a }, category: nope, upstream: app }]\n",
        "g.yaml:5: routes[0].category: unknown category 'nope' (not defined in the policy files)"},
       {minimal + "routes: [{ match: { path: /a }, category: auth, upstream: db }]\n",

@@ -145,20 +145,29 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
        "rate: 1/s, burst: 1 } }\n",
        "p.yaml:4: categories.auth.limits.u.key.jwt_claim: invalid claim path 'org..plan' (names of "
        "A-Z a-z 0-9 _ : - joined by dots)"},
+      {"categories:\n  auth:\n    limits:\n      u: { key: { client_cert: issuer }, short: { "
+       "rate: 1/s, burst: 1 } }\n",
+       "p.yaml:4: categories.auth.limits.u.key.client_cert: expected subject, san or sha256, not "
+       "'issuer'"},
+      {"categories:\n  auth:\n    limits:\n      u: { key: { client_cert: sha256, header: X }, "
+       "short: { rate: 1/s, burst: 1 } }\n",
+       "p.yaml:4: categories.auth.limits.u.key: name exactly one of header, query, cookie, bearer, "
+       "jwt_claim, client_cert"},
       {"categories:\n  auth:\n    limits:\n      u: { key: [ individual ], short: { rate: 1/s, "
        "burst: 1 } }\n",
        "p.yaml:4: categories.auth.limits.u.key: a composite key has two to four parts"},
       {"categories:\n  auth:\n    limits:\n      u: { key: [ individual, global ], short: { "
        "rate: 1/s, burst: 1 } }\n",
        "p.yaml:4: categories.auth.limits.u.key[1]: expected individual, network, or a map with "
-       "header, query, cookie, bearer or jwt_claim"},
+       "header, query, cookie, bearer, jwt_claim or client_cert"},
       {"categories:\n  auth:\n    limits:\n      u: { key: [ individual, individual ], short: { "
        "rate: 1/s, burst: 1 } }\n",
        "p.yaml:4: categories.auth.limits.u.key[1]: a part named twice"},
       {"categories:\n  auth:\n    limits:\n      u: { key: everyone, short: { rate: 1/s, burst: "
        "1 } }\n",
        "p.yaml:4: categories.auth.limits.u.key: expected global, individual, network, a map with "
-       "header, query, cookie, bearer or jwt_claim, or a list of these (a composite key)"},
+       "header, query, cookie, bearer, jwt_claim or client_cert, or a list of these (a composite "
+       "key)"},
       {"categories:\n  auth:\n    limits:\n      ipv4_individual: {}\n",
        "p.yaml:4: categories.auth.limits.ipv4_individual: a limit needs a short tier, a long tier "
        "or both (or a quota, or a concurrency)"},
@@ -174,7 +183,9 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
       {"categories:\n  auth:\n    limits:\n      ipv4_indiviual: { short: { rate: 1/s, burst: 1 } "
        "}\n",
        "p.yaml:4: categories.auth.limits.ipv4_indiviual: limit 'ipv4_indiviual' needs a key "
-       "(header, query, cookie, bearer, jwt_claim, individual, network or global, or a list of "
+       "(header, query, cookie, bearer, jwt_claim, client_cert, individual, network or global, or "
+       "a "
+       "list of "
        "these), or the name of an address level (ipv4_individual, "
        "ipv4_network, ipv6_subnet, ipv6_provider)"},
       {"categories:\n  auth:\n    limits:\n      identity: { short: { rate: 1/s, burst: 1 } }\n",

@@ -426,7 +426,8 @@ TEST_CASE("quota configuration errors name file, line and key", "[quota][config]
        "shadow or on_excess)"},
       {head + "      daily: { key: everyone, quota: { limit: 10, period: day } }\n",
        "p.yaml:4: categories.api.limits.daily.key: expected global, individual, network, a map "
-       "with header, query, cookie, bearer or jwt_claim, or a list of these (a composite key)"},
+       "with header, query, cookie, bearer, jwt_claim or client_cert, or a list of these (a "
+       "composite key)"},
   };
   for (const bad& b : cases) {
     INFO(b.yaml);

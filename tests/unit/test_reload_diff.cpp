@@ -27,7 +27,8 @@ gateway_config running_config() {
   listener_config secure = plain;
   secure.name = "secure";
   secure.port = 8443;
-  secure.tls = tls_config{{{"certs/a.pem", "certs/a.key", 3, 3, "listeners.secure.tls"}}};
+  secure.tls.emplace().certificates = {
+      {"certs/a.pem", "certs/a.key", 3, 3, "listeners.secure.tls"}};
   g.listeners = {plain, secure};
   g.workers = 2;
   upstream_config app;
@@ -216,8 +217,8 @@ TEST_CASE("a reload keeps the running listeners and applies the rest", "[config]
   SECTION("TLS turned off keeps the running certificate; turned on is not applied") {
     next = running;
     next.listeners[1].tls.reset();
-    next.listeners[0].tls =
-        tls_config{{{"certs/c.pem", "certs/c.key", 1, 1, "listeners.public.tls"}}};
+    next.listeners[0].tls.emplace().certificates = {
+        {"certs/c.pem", "certs/c.key", 1, 1, "listeners.public.tls"}};
     const gateway_config kept = keep_restart_only(running, next);
     REQUIRE(kept.listeners[1].tls.has_value());
     CHECK(kept.listeners[1].tls->certificates[0].certificate == "certs/a.pem");

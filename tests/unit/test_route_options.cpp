@@ -29,7 +29,8 @@ struct rule_spec {
 std::string classify(const std::vector<rule_spec>& rules, std::string_view target) {
   config::gateway_config g;
   g.policy = config::load_policy_text("categories: { hit: {}, miss: {}, raw: {} }\n", "p.yaml");
-  g.upstreams.push_back({"app", {{"127.0.0.1", 9000}}});
+  g.upstreams.emplace_back().name = "app";
+  g.upstreams.back().endpoints = {{"127.0.0.1", 9000}};
   for (const rule_spec& r : rules) {
     config::route_config c;
     c.kind = r.kind;
