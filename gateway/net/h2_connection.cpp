@@ -358,6 +358,12 @@ int h2_connection::on_stream_close(std::int32_t id, std::uint32_t) {
   h2_stream* s = stream_of(session_, id);
   if (s == nullptr) return 0;
   s->closed = true;
+  if (!s->head_done) {
+    // Closed before its head was whole (a malformed header block, a reset): no coroutine
+    // serves it, so it goes now.
+    finished(*s);
+    return 0;
+  }
   if (!s->out_done && s->upstream != nullptr) {
     // Reset before its response ended: its upstream's work stops now (as client_abort_watch
     // does for an HTTP/1.1 client that goes away).
@@ -485,12 +491,13 @@ void h2_connection::reset(h2_stream& s, std::uint32_t code) {
 }
 
 void h2_connection::finished(h2_stream& s) {
-  if (!s.closed) {
-    // A response sent whole to a client still sending its body: it may stop (RFC 9113 §8.1).
-    if (!s.request_ended)
-      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_NO_ERROR);
-    nghttp2_session_set_stream_user_data(session_, s.id, nullptr);
+  // A response sent whole to a client still sending its body: it may stop (RFC 9113 §8.1).
+  if (!s.closed && !s.request_ended) {
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_NO_ERROR);
   }
+  // However it was closed (by nghttp2, by a reset of ours, by the connection's end), nghttp2
+  // must not reach it again (found by fuzz_h2_frames); a stream nghttp2 forgot refuses this.
+  nghttp2_session_set_stream_user_data(session_, s.id, nullptr);
   // What the stream received and did not pass on goes back to the connection's window.
   if (!s.body_in.empty()) nghttp2_session_consume_connection(session_, s.body_in.size());
   const std::size_t i = s.place;

@@ -117,6 +117,13 @@ task<void> h2_connection::run(std::string initial) {
   reading_done_ = true;
   // Nothing more comes from the client: what was queued (a GOAWAY) goes out while streams end.
   // Every stream still served ends now; its upstream's work stops.
+  // A stream whose head never came whole has no coroutine to end it: it goes now.
+  for (std::size_t i = streams_.size(); i-- > 0;) {
+    if (!streams_[i]->head_done) {
+      streams_[i]->closed = true;
+      finished(*streams_[i]);
+    }
+  }
   for (auto& s : streams_) {
     s->closed = true;
     if (s->upstream != nullptr) {

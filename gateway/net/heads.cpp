@@ -207,7 +207,10 @@ void render_upstream_head(std::string& out, const h2_request_head& req,
   out += req.target;
   out += " HTTP/1.1\r\n";
   append_line(out, "Host", req.host);
-  for (const auto& [name, value] : req.fields) {
+  for (const auto& field : req.fields) {
+    // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.
+    const std::string_view name = field.first;
+    const std::string_view value = field.second;
     if (name == "host" || name == "te" || name == "content-length" || name == "transfer-encoding" ||
         name == "connection" || is_forwarding_field(name)) {
       continue;

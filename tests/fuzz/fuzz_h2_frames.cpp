@@ -12,6 +12,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -117,7 +119,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   char sink[16384];
   for (;;) {
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 5000) <= 0) __builtin_trap();  // a hang: the connection never ended
+    // Every bound of the gateway's configuration above is a second: fifteen is a hang, not
+    // a slow machine. FUZZ_H2_PAUSE=1 holds the process then, to look at it (ss, gdb).
+    if (::poll(&p, 1, 15000) <= 0) {
+      if (std::getenv("FUZZ_H2_PAUSE") != nullptr) {
+        std::fprintf(stderr, "fuzz_h2_frames: connection %d never ended\n", fd);
+        ::sleep(600);
+      }
+      __builtin_trap();
+    }
     const ssize_t n = ::recv(fd, sink, sizeof sink, 0);
     if (n <= 0) break;
   }
