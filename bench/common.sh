@@ -16,7 +16,7 @@ bench_setup() {
 bench_cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$work"
+  [ -n "${BENCH_KEEP:-}" ] && echo "kept $work" >&2 || rm -rf "$work"
 }
 
 # A loopback TCP port that was free a moment ago.

@@ -235,9 +235,11 @@ int h2_connection::on_begin_headers(const nghttp2_frame& f) {
   if (f.headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   w.counters.h2_streams[l.metric].add();
   if (abuse_ != h2_abuse::none) return 0;
-  // Streams whose coroutine still runs count though nghttp2 has closed them (a client that
-  // resets a stream does not end the work it started): beyond the bound, refused.
-  if (streams_.size() >= max_streams_) {
+  // nghttp2 holds the client to max_concurrent_streams open streams. Streams whose coroutine
+  // still runs count here though nghttp2 has closed them (a client that resets a stream does
+  // not end the work it started; a stream answered whole ends a moment after its client saw
+  // the end): twice the bound leaves room for the second, not for rapid resets.
+  if (streams_.size() >= 2 * std::size_t{max_streams_}) {
     nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, f.hd.stream_id, NGHTTP2_REFUSED_STREAM);
     if (++premature_ > honest_ + max_streams_) calm(h2_abuse::rapid_reset);
     return 0;

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# HTTP/2 to clients (docs/design.md §17): Tollgate against nginx (`listen ... http2`, h2c with
+# prior knowledge), both proxying the same tollgate-echo upstream over HTTP/1.1 with keep-alive,
+# one worker each, in one run on one machine.
+#
+# h2load (nghttp2-client) sends each REQUESTS requests on 4 connections, first one stream at a time per
+# connection (-m 1), then 100 concurrent streams per connection (-m 100); prints requests/s,
+# the CPU time per request of the process under test (and its workers), and the ratios. Then
+# memory per idle HTTP/2 connection: 1000 connections that sent the preface and SETTINGS and
+# got the server's, held open, the server's RSS before and after.
+#   usage: bench/http2.sh [REQUESTS per run, default 200000]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/common.sh
+requests="${1:-200000}"
+bench_setup nginx-light nghttp2-client python3-h2
+
+up=$(free_port); ng=$(free_port); tg=$(free_port)
+build/tollgate-echo --port "$up" --threads 1 >/dev/null & pids+=($!)
+wait_port "$up"
+
+cat > "$work/nginx.conf" <<NGINX
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx.err warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  limit_req_zone \$binary_remote_addr zone=individual:16m rate=1000000r/s;
+  limit_req_zone \$binary_remote_addr zone=network:16m rate=1000000r/s;
+  limit_req_status 429;
+  http2_max_concurrent_streams 100;
+  keepalive_requests 10000000;   # nginx ends an HTTP/2 connection after 1000 requests otherwise
+  upstream app { server 127.0.0.1:$up; keepalive 64; }
+  server {
+    listen 127.0.0.1:$ng http2;
+    location / {
+      limit_req zone=individual burst=1000000 nodelay;
+      limit_req zone=network burst=1000000 nodelay;
+      proxy_pass http://app;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Real-IP \$remote_addr;
+    }
+  }
+}
+NGINX
+nginx -p "$work" -c "$work/nginx.conf" -g 'daemon off;' & pids+=($!)
+ngpid=$!
+cat > "$work/tollgate.yaml" <<YAML
+listeners: [{ name: public, address: 127.0.0.1, port: $tg, http2: true }]
+admin: { address: 127.0.0.1, port: 0 }
+workers: 1
+limits: { max_connections_per_address: 2000 }
+upstreams: { app: { endpoints: ["127.0.0.1:$up"], max_idle_connections: 64 } }
+default_route: { category: general, upstream: app }
+policies: [$PWD/bench/open-policy.yaml]
+logging: { level: warn }
+YAML
+build/tollgate --config "$work/tollgate.yaml" >"$work/tollgate.log" 2>&1 & pids+=($!)
+tgpid=$!
+wait_port "$ng"
+wait_port "$tg"
+
+cpu_ticks() {
+  local total=0 pid
+  for pid in "$1" $(pgrep -P "$1" || true); do
+    [ -r "/proc/$pid/stat" ] || continue
+    total=$((total + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat")))
+  done
+  echo "$total"
+}
+rss_kib() {
+  local total=0 pid
+  for pid in "$1" $(pgrep -P "$1" || true); do
+    total=$((total + $(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")))
+  done
+  echo "$total"
+}
+# h2load sending $requests requests -> "rps cpu_us_per_request non2xx". (Its timing mode, -D,
+# counts no request at all against nginx in nghttp2 1.52: a count it is.)
+measure() { # port pid streams
+  local before after
+  before=$(cpu_ticks "$2")
+  h2load -t1 -c4 -m"$3" -n"$requests" "http://127.0.0.1:$1/api/profiles/x" >"$work/h2load.out" 2>&1
+  after=$(cpu_ticks "$2")
+  cp "$work/h2load.out" "$work/h2load-$1-$3.out"
+  awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
+    '/^finished in/ { rps = $4 + 0 } /^status codes:/ { ok = $3 + 0 }
+     /^requests:/ { total = $2 + 0 }
+     END { printf "%.0f %.1f %d\n", rps, (total > 0 ? ticks / hz * 1e6 / total : 0), total - ok }' \
+    "$work/h2load.out"
+}
+for p in "$ng" "$tg"; do h2load -c2 -m10 -n2000 "http://127.0.0.1:$p/" >/dev/null 2>&1 || true; done
+
+echo "# bench/http2.sh $requests requests per run, h2load -t1 -c4, one worker each, $(date -u +%F)"
+printf '%-22s %10s %14s %8s\n' target 'req/s' 'cpu us/req' non2xx
+declare -A rps cpu
+for m in 1 100; do
+  for t in nginx tollgate; do
+    if [ "$t" = nginx ]; then port=$ng pid=$ngpid; else port=$tg pid=$tgpid; fi
+    read -r r c n < <(measure "$port" "$pid" "$m")
+    rps[$t.$m]=$r cpu[$t.$m]=$c
+    printf '%-22s %10s %14s %8s\n' "$t -m $m" "$r" "$c" "$n"
+  done
+  awk -v a="${rps[tollgate.$m]}" -v b="${rps[nginx.$m]}" -v c="${cpu[tollgate.$m]}" \
+    -v d="${cpu[nginx.$m]}" 'BEGIN { printf "%-22s %10.2f %14.2f\n", "tollgate/nginx -m '"$m"'", a / b, c / d }'
+done
+
+# Memory per idle HTTP/2 connection.
+idle() { # port pid
+  local before after
+  before=$(rss_kib "$2")
+  /usr/bin/python3 - "$1" 1000 >"$work/idle.out" <<'PY' &
+import socket, sys, time
+import h2.config, h2.connection
+port, n = int(sys.argv[1]), int(sys.argv[2])
+held = []
+for _ in range(n):
+    s = socket.create_connection(("127.0.0.1", port))
+    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    c.initiate_connection()
+    s.sendall(c.data_to_send())
+    s.settimeout(5)
+    c.receive_data(s.recv(65536))   # the server's SETTINGS
+    s.sendall(c.data_to_send())     # our ACK
+    held.append(s)
+print("open", flush=True)
+time.sleep(8)
+PY
+  local py=$!
+  for _ in $(seq 100); do grep -q open "$work/idle.out" 2>/dev/null && break; sleep 0.1; done
+  sleep 1
+  after=$(rss_kib "$2")
+  wait "$py" || true
+  echo $(((after - before) * 1024 / 1000))
+}
+echo "memory per idle HTTP/2 connection (1000 held, RSS delta): nginx $(idle "$ng" "$ngpid") B," \
+  "tollgate $(idle "$tg" "$tgpid") B"
