@@ -31,7 +31,7 @@ http {
   limit_req_status 429;
   http2_max_concurrent_streams 100;
   keepalive_requests 10000000;   # nginx ends an HTTP/2 connection after 1000 requests otherwise
-  upstream app { server 127.0.0.1:$up; keepalive 64; }
+  upstream app { server 127.0.0.1:$up; keepalive 512; }
   server {
     listen 127.0.0.1:$ng http2;
     location / {
@@ -53,7 +53,7 @@ listeners: [{ name: public, address: 127.0.0.1, port: $tg, http2: true }]
 admin: { address: 127.0.0.1, port: 0 }
 workers: 1
 limits: { max_connections_per_address: 2000 }
-upstreams: { app: { endpoints: ["127.0.0.1:$up"], max_idle_connections: 64 } }
+upstreams: { app: { endpoints: ["127.0.0.1:$up"], max_idle_connections: 512 } }
 default_route: { category: general, upstream: app }
 policies: [$PWD/bench/open-policy.yaml]
 logging: { level: warn }
