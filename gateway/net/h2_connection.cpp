@@ -531,6 +531,14 @@ void h2_connection::arm() {
   }
 }
 
+void h2_connection::close_with(std::uint16_t) {
+  if (goaway_due_) return;
+  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
+                        nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
+                        nullptr, 0);
+  wake_writer();
+}
+
 void h2_connection::due(void* context) {
   h2_connection& c = *static_cast<h2_connection*>(context);
   if (c.goaway_due_ || c.writing_) {

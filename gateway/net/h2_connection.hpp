@@ -102,7 +102,10 @@ enum class h2_abuse : std::uint8_t { none, rapid_reset, flood, header_block, pro
 
 /// One HTTP/2 connection. Shared by its reader, its writer and its streams' coroutines, so
 /// that whichever ends last (or is destroyed last when the worker stops) frees it.
-class h2_connection : public std::enable_shared_from_this<h2_connection> {
+/// In its worker's tunnel_list while it runs: a drain (SIGTERM) tells it the gateway is going
+/// away, as it tells WebSockets.
+class h2_connection : public std::enable_shared_from_this<h2_connection>,
+                      public tunnel_list::member {
  public:
   h2_connection(worker& w, deadline_watch& watch, const listener_info& l, core::address peer);
   ~h2_connection();
@@ -128,6 +131,9 @@ class h2_connection : public std::enable_shared_from_this<h2_connection> {
   void finished(h2_stream& s);
   /// A stream completed honestly (a response sent whole).
   void completed() noexcept { ++honest_; }
+  /// The gateway is going away (tunnel_list::member): GOAWAY NO_ERROR naming the last stream
+  /// taken; those streams are served to their end, then the connection closes.
+  void close_with(std::uint16_t code) override;
 
   worker& w;                    ///< its worker
   deadline_watch& watch;        ///< the connection's

@@ -68,10 +68,14 @@ task<void> h2_connection::run(std::string initial) {
   w.counters.h2_connections[l.metric].add();
   watch.on_due = &h2_connection::due;
   watch.due_context = this;
+  w.tunnels.push(*this);  // told when the gateway drains
   struct unhook {
-    deadline_watch& watch;
-    ~unhook() { watch.on_due = nullptr; }
-  } const unhooking{watch};
+    h2_connection& c;
+    ~unhook() {
+      c.watch.on_due = nullptr;
+      c.w.tunnels.erase(c);
+    }
+  } const unhooking{*this};
   asio::co_spawn(w.io, writer(self), asio::detached);
   auto feed = [&](const char* data, std::size_t n) {
     const ssize_t rv =

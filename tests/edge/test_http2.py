@@ -512,5 +512,36 @@ class Http2(unittest.TestCase):
             c.close()
 
 
+class Drain(unittest.TestCase):
+    """SIGTERM: an HTTP/2 client is told GOAWAY NO_ERROR, and the stream it has in flight is
+    served to its end."""
+
+    def test_sigterm_sends_goaway_and_finishes_streams_in_flight(self):
+        echo = h.Echo()
+        scratch = tempfile.mkdtemp(prefix="tollgate-h2-drain-")
+        h.make_certificate(scratch)
+        gw = h.Gateway(gateway_file(scratch), POLICY, echo.port)
+        try:
+            idle = H2(gw.port)  # python3-h2 reads no frame after a GOAWAY: kept streamless
+            idle.pump(lambda: False, timeout=0.2)
+            slow = subprocess.Popen(
+                ["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code}",
+                 "-H", f"X-Forwarded-For: {client_address()}",
+                 f"http://127.0.0.1:{gw.port}/bulk/slow?delay_ms=1500"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(0.5)
+            gw.process.signal(__import__("signal").SIGTERM)
+            self.assertTrue(idle.pump(lambda: idle.goaway is not None, timeout=10))
+            self.assertEqual(idle.goaway, h2.errors.ErrorCodes.NO_ERROR)
+            out, err = slow.communicate(timeout=20)
+            self.assertEqual(out, "200", err)  # the stream in flight was served to its end
+            idle.close()
+            self.assertEqual(gw.process.wait(15), 0)
+        finally:
+            gw.stop()
+            echo.stop()
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main()
