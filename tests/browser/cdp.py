@@ -32,7 +32,9 @@ FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "-
 class Chromium:
     """A Chromium process with a fresh profile, and the browser's DevTools connection."""
 
-    def __init__(self):
+    def __init__(self, flags=()):
+        """`flags`: further command-line flags (a test's own)."""
+        self.flags = list(flags)
         self.profile = tempfile.mkdtemp(prefix="tollgate-chromium-")
         self.process = None
         self.ws = None
@@ -43,7 +45,8 @@ class Chromium:
         self._reader = None
 
     async def __aenter__(self):
-        self.process = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={self.profile}",
+        self.process = subprocess.Popen([CHROMIUM, *FLAGS, *self.flags,
+                                         f"--user-data-dir={self.profile}",
                                          "about:blank"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         stdin=subprocess.DEVNULL)
