@@ -1,13 +1,13 @@
 #include "gateway/net/acme_keys.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -168,8 +168,8 @@ std::string jws(EVP_PKEY* key, const std::string& protected_header, const std::s
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   check(EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key) == 1, "sign init");
   std::size_t n = 0;
-  check(EVP_DigestSign(ctx.get(), nullptr, &n,
-                       reinterpret_cast<const unsigned char*>(input.data()), input.size()) == 1,
+  check(EVP_DigestSign(ctx.get(), nullptr, &n, reinterpret_cast<const unsigned char*>(input.data()),
+                       input.size()) == 1,
         "sign");
   std::string der(n, '\0');
   check(EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(der.data()), &n,
@@ -183,8 +183,8 @@ std::string jws(EVP_PKEY* key, const std::string& protected_header, const std::s
   std::string raw(64, '\0');
   BN_bn2binpad(ECDSA_SIG_get0_r(sig.get()), reinterpret_cast<unsigned char*>(raw.data()), 32);
   BN_bn2binpad(ECDSA_SIG_get0_s(sig.get()), reinterpret_cast<unsigned char*>(raw.data()) + 32, 32);
-  return R"({"protected":")" + p + R"(","payload":")" + b + R"(","signature":")" +
-         base64url(raw) + R"("})";
+  return R"({"protected":")" + p + R"(","payload":")" + b + R"(","signature":")" + base64url(raw) +
+         R"("})";
 }
 
 std::string csr_der(EVP_PKEY* key, const std::vector<std::string>& domains) {
@@ -230,8 +230,8 @@ std::string self_signed_pem(EVP_PKEY* key, const std::vector<std::string>& domai
   X509_set_pubkey(x.get(), key);
   X509V3_CTX v3;
   X509V3_set_ctx(&v3, x.get(), x.get(), nullptr, nullptr, 0);
-  X509_EXTENSION* san = X509V3_EXT_conf_nid(nullptr, &v3, NID_subject_alt_name,
-                                            san_of(domains).c_str());
+  X509_EXTENSION* san =
+      X509V3_EXT_conf_nid(nullptr, &v3, NID_subject_alt_name, san_of(domains).c_str());
   check(san != nullptr, "subjectAltName");
   X509_add_ext(x.get(), san, -1);
   X509_EXTENSION_free(san);
