@@ -13,10 +13,11 @@ tollgate_run_packages=(
 # and tools the tests start (promtool from prometheus, nginx, Redis, headless Chromium, node,
 # systemd-analyze from systemd, which installs in a container too, where it is not PID 1;
 # python3-jwt, the tokens of the identity tests, made by a library that is not ours; h2load
-# and nghttp from nghttp2-client and python3-h2, HTTP/2 clients that are not ours).
+# and nghttp from nghttp2-client and python3-h2, HTTP/2 clients that are not ours; pebble, the
+# ACME test server, with pebble-challtestsrv for its DNS).
 tollgate_test_packages=(
   catch2 libbenchmark-dev prometheus nginx-light redis-server redis-tools python3-yaml chromium
-  nodejs systemd python3-jwt python3-cryptography nghttp2-client python3-h2
+  nodejs systemd python3-jwt python3-cryptography nghttp2-client python3-h2 pebble
 )
 # `kubectl kustomize` for tests/deploy: Debian's kubectl, only when there is none, since a
 # kubectl from another package (Google's, Kubernetes' own) conflicts with it.

@@ -53,6 +53,7 @@ std::string admin_endpoints::metrics(const net::admin_server& admin) const {
   describe_tables(s_.store, s_.pow, values);
   describe_in_force(*s_.current, values);
   values.version = std::string(s_.version);
+  values.certificates = s_.metrics.certificates.all();
   s_.attack.describe(values);
   values.active_bans = static_cast<double>(s_.pow.violations().bans(s_.clock.now()).size() +
                                            s_.pow.manual_bans().list(s_.clock.now()).size());

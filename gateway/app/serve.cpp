@@ -27,6 +27,7 @@
 #include "gateway/app/store_setup.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/metrics/exposition.hpp"
+#include "gateway/net/acme_client.hpp"
 #include "gateway/net/admin.hpp"
 #include "gateway/net/server.hpp"
 #include "gateway/pow/crypto.hpp"
@@ -127,6 +128,7 @@ class gateway_process {
     overrides_->start();
     attack_->start();
     follow_jwks();
+    start_acme();
     notify_systemd("READY=1");  // Type=notify: systemd may now send reloads
     wait_signal();
     control_.run();
@@ -338,6 +340,39 @@ class gateway_process {
                                                 current_->jwt);
   }
 
+  /// An ACME client per listener with tls.acme (docs/design.md §17), for the life of the
+  /// process: the settings are those of the start (a reload keeps them).
+  void start_acme() {
+    for (const auto& l : current_->config.listeners) {
+      if (!l.tls || !l.tls->acme) continue;
+      const std::string name = l.tls->acme->domains.front();
+      acme_.push_back(std::make_unique<net::acme_client>(
+          control_, l.name, *l.tls->acme, shared_->acme,
+          [this, name](std::int64_t not_after, bool fresh) {
+            metrics_.certificates.set(name, static_cast<double>(not_after));
+            if (fresh) install_certificates();
+          }));
+    }
+  }
+
+  /// A new snapshot of the configuration in force, its TLS contexts made again, so that the
+  /// listeners serve a certificate ACME has just stored to new connections (docs/design.md
+  /// §17); the files are read as a reload reads them.
+  void install_certificates() {
+    try {
+      auto next =
+          std::make_shared<const net::snapshot>(current_->config, identity_key_, metrics_, *pow_);
+      if (next->jwt && current_->jwt) next->jwt->set_keys(current_->jwt->keys());
+      server_->publish(next);
+      current_ = std::move(next);
+      attack_->refresh();
+      follow_jwks();
+      spdlog::info("acme: certificates installed");
+    } catch (const std::exception& e) {
+      spdlog::error("acme: the new certificate cannot be installed: {}", e.what());
+    }
+  }
+
   /// SIGTERM/SIGINT: /readyz says 503 at once, serving goes on for shutdown.delay (balancers
   /// notice), then the listeners close and requests in flight have shutdown.drain_timeout. The
   /// admin listener answers until the end. A second signal skips what is left of the delay.
@@ -362,6 +397,7 @@ class gateway_process {
       server_->stop(drain);
       asio::post(control_, [this] {
         attack_->stop();
+        acme_.clear();
         admin_->stop();
         control_.stop();
       });
@@ -386,15 +422,16 @@ class gateway_process {
   asio::io_context control_;                      ///< this thread's: admin, signals
   std::optional<asio::signal_set> signals_;       ///< SIGINT, SIGTERM, SIGHUP, SIGUSR1
   std::unique_ptr<net::jwks_fetcher> jwks_;       ///< identity.jwt.jwks_url, when set
-  std::optional<net::server> server_;             ///< the workers
-  std::optional<attack_watch> attack_;            ///< attack mode (docs/design.md §16)
-  std::optional<admin_endpoints> endpoints_;      ///< what the admin listener answers
-  std::unique_ptr<net::admin_server> admin_;      ///< the admin listener
-  bool draining_ = false;                         ///< a stop signal came
-  asio::steady_timer delay_;                      ///< shutdown.delay
-  std::thread stopper_;                           ///< stops the workers
-  std::thread reader_;                            ///< reads a reload's files
-  bool reading_ = false, read_again_ = false;     ///< a reload is reading; one more asked
+  std::vector<std::unique_ptr<net::acme_client>> acme_;  ///< one per listener with tls.acme
+  std::optional<net::server> server_;                    ///< the workers
+  std::optional<attack_watch> attack_;                   ///< attack mode (docs/design.md §16)
+  std::optional<admin_endpoints> endpoints_;             ///< what the admin listener answers
+  std::unique_ptr<net::admin_server> admin_;             ///< the admin listener
+  bool draining_ = false;                                ///< a stop signal came
+  asio::steady_timer delay_;                             ///< shutdown.delay
+  std::thread stopper_;                                  ///< stops the workers
+  std::thread reader_;                                   ///< reads a reload's files
+  bool reading_ = false, read_again_ = false;            ///< a reload is reading; one more asked
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "gateway/config/gateway.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -123,6 +124,59 @@ void read_client_certificates(const yaml_node& t, const std::string& file, tls_c
   }
 }
 
+/// A TLS listener's `acme` (docs/design.md §17).
+acme_config read_acme(const yaml_node& n, const std::string& file) {
+  n.expect_keys({"directory", "email", "domains", "challenge", "storage", "ca"});
+  acme_config a;
+  a.line = n.line();
+  const yaml_node dir = n.at("directory");
+  a.directory = dir.as_string();
+  if (!a.directory.starts_with("https://") || a.directory.size() == 8) {
+    dir.fail("expected an https:// URL, not '" + a.directory + "'");
+  }
+  if (auto e = n.get("email")) {
+    a.email = e->as_string();
+    const auto at = a.email.find('@');
+    if (at == std::string::npos || at == 0 || at + 1 == a.email.size() ||
+        a.email.find_first_of(" ,<>") != std::string::npos) {
+      e->fail("invalid email address '" + a.email + "'");
+    }
+  }
+  const yaml_node domains = n.at("domains");
+  const auto items = domains.items();
+  if (items.empty()) domains.fail("name at least one domain");
+  if (items.size() > 100) domains.fail("at most 100 domains");
+  for (const yaml_node& d : items) {
+    std::string name = d.as_string();
+    for (char& ch : name)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (!valid_dns_name(name) || name.starts_with('.') || name.ends_with('.') ||
+        core::address::parse(name)) {
+      d.fail("invalid domain '" + d.as_string() + "' (expected a DNS name, no wildcard)");
+    }
+    if (std::find(a.domains.begin(), a.domains.end(), name) != a.domains.end()) {
+      d.fail("domain '" + name + "' named twice");
+    }
+    a.domains.push_back(std::move(name));
+  }
+  if (auto c = n.get("challenge")) {
+    const std::string w = c->as_string();
+    if (w != "http-01" && w != "tls-alpn-01") {
+      c->fail("expected http-01 or tls-alpn-01, not '" + w + "'");
+    }
+    if (w == "tls-alpn-01") c->fail("tls-alpn-01 is not built yet; use http-01");
+    a.challenge = acme_challenge::http_01;
+  }
+  const yaml_node storage = n.at("storage");
+  a.storage = resolve(file, storage.as_string());
+  std::error_code ec;
+  if (fs::exists(a.storage, ec) && !fs::is_directory(a.storage, ec)) {
+    storage.fail("'" + a.storage + "' is not a directory");
+  }
+  if (auto c = n.get("ca")) a.ca = readable_file(*c, file);
+  return a;
+}
+
 listener_config read_listener(const yaml_node& n, const std::string& file) {
   n.expect_keys({"name", "address", "port", "tls", "proxy_protocol", "http2"});
   listener_config l;
@@ -133,7 +187,7 @@ listener_config read_listener(const yaml_node& n, const std::string& file) {
   l.port = read_port(n.at("port"));
   if (auto t = n.get("tls")) {
     t->expect_keys({"certificate", "private_key", "certificates", "client_ca", "client_verify",
-                    "client_cert_headers"});
+                    "client_cert_headers", "acme"});
     auto pair = [&](const yaml_node& p, std::string path) {
       return certificate_files{readable_file(p.at("certificate"), file),
                                readable_file(p.at("private_key"), file), p.at("certificate").line(),
@@ -154,9 +208,10 @@ listener_config read_listener(const yaml_node& n, const std::string& file) {
         tls.certificates.push_back(
             pair(items[i], base + ".certificates[" + std::to_string(i) + "]"));
       }
-    } else {
+    } else if (!t->get("acme") || t->get("certificate") || t->get("private_key")) {
       tls.certificates.push_back(pair(*t, base));
     }
+    if (auto a = t->get("acme")) tls.acme = read_acme(*a, file);
     read_client_certificates(*t, file, tls);
     l.tls = std::move(tls);
   }
@@ -586,6 +641,16 @@ void read_listeners(const yaml_node& root, gateway_config& g) {
     g.listeners.push_back(std::move(l));
   }
   if (g.listeners.empty()) listeners.fail("at least one listener is needed");
+  // http-01 is answered on plain listeners (docs/design.md §17): one must exist.
+  const bool plain = std::any_of(g.listeners.begin(), g.listeners.end(),
+                                 [](const listener_config& l) { return !l.tls; });
+  const auto items = listeners.items();
+  for (std::size_t i = 0; i < g.listeners.size(); ++i) {
+    const auto& tls = g.listeners[i].tls;
+    if (tls && tls->acme && tls->acme->challenge == acme_challenge::http_01 && !plain) {
+      items[i].at("tls").at("acme").fail("http-01 needs a listener without tls (port 80)");
+    }
+  }
 }
 
 void read_admin(const yaml_node& root, gateway_config& g) {

@@ -40,15 +40,36 @@ struct certificate_headers {
   friend bool operator==(const certificate_headers&, const certificate_headers&) = default;
 };
 
+/// How an ACME server checks that the gateway answers for a name (docs/design.md §17).
+enum class acme_challenge : std::uint8_t {
+  http_01,      ///< a key authorization under /.well-known/acme-challenge/ on a plain listener
+  tls_alpn_01,  ///< a certificate offered for ALPN acme-tls/1 on the TLS listener itself
+};
+
+/// A TLS listener's certificate obtained and renewed automatically (`tls.acme`, RFC 8555,
+/// docs/design.md §17).
+struct acme_config {
+  std::string directory;             ///< the ACME server's directory URL (https://)
+  std::string email;                 ///< the account's contact, "": none
+  std::vector<std::string> domains;  ///< the certificate's names, lower case; the first names it
+  acme_challenge challenge = acme_challenge::http_01;  ///< how the names are proved
+  std::string storage;  ///< directory of the account key, certificates and keys (0600)
+  std::string ca;       ///< PEM bundle trusted for the ACME server; "": the system's store
+  int line = 0;         ///< where `acme` was written
+  friend bool operator==(const acme_config&, const acme_config&) = default;
+};
+
 /// The certificates of a TLS listener: chosen per handshake by the name the client asks for
 /// (SNI) among their names, the first when none matches (docs/design.md §17); and the client
 /// certificates it asks for.
 struct tls_config {
-  std::vector<certificate_files> certificates;  ///< at least one; the first is the default
+  /// The first is the default; none only with `acme` (which then serves a placeholder).
+  std::vector<certificate_files> certificates;
   std::string client_ca;   ///< PEM bundle of the CAs that sign client certificates; "": none
   int client_ca_line = 0;  ///< where client_ca was written
   client_verify verify = client_verify::none;  ///< none exactly when client_ca is ""
   certificate_headers headers;                 ///< forwarded upstream
+  std::optional<acme_config> acme;             ///< a certificate obtained by ACME
   friend bool operator==(const tls_config&, const tls_config&) = default;
 };
 

@@ -244,6 +244,8 @@ void add_scraped(label_sets& l, const scrape_values& values) {
                                  [&](std::size_t i) { return values.tracked_keys[i].first; });
   l[axis::table] =
       every("table", values.tables.size(), [&](std::size_t i) { return values.tables[i].name; });
+  l[axis::certificate] = every("name", values.certificates.size(),
+                               [&](std::size_t i) { return values.certificates[i].first; });
 }
 
 /// Sums `read` over `workers`.

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,6 +18,32 @@ namespace tollgate::metrics {
 /// top level) when the configuration has `hosts` (docs/design.md §15, "Tenants (per Host)"):
 /// written as two labels, `category` and `host`. Without hosts a category's name is its own.
 std::string host_category(std::string_view host, std::string_view category);
+
+/// The notAfter of each certificate ACME keeps (docs/design.md §17), by name.
+/// Thread safety: every member may be called from any thread (one mutex).
+class certificate_expiries {
+ public:
+  /// Records that certificate `name` expires at `not_after` (Unix seconds).
+  void set(const std::string& name, double not_after) {
+    const std::lock_guard lock(mutex_);
+    for (auto& [n, v] : values_) {
+      if (n == name) {
+        v = not_after;
+        return;
+      }
+    }
+    values_.emplace_back(name, not_after);
+  }
+  /// Every certificate's name and expiry, in the order first set.
+  std::vector<std::pair<std::string, double>> all() const {
+    const std::lock_guard lock(mutex_);
+    return values_;
+  }
+
+ private:
+  mutable std::mutex mutex_;                            ///< guards values_
+  std::vector<std::pair<std::string, double>> values_;  ///< name → notAfter
+};
 
 /// Label tables and process-wide values, owned by the application.
 /// Thread safety: name tables lock; the counters are atomic.
@@ -33,6 +60,8 @@ struct registry {
   std::atomic<bool> last_reload_ok{true};  ///< tollgate_config_last_reload_successful
   /// tollgate_config_last_reload_success_timestamp_seconds (the start, before any reload)
   std::atomic<double> last_reload_success{0};
+  /// tollgate_certificate_expiry_timestamp_seconds: set by the ACME clients, read at scrape.
+  certificate_expiries certificates;
 };
 
 /// One bounded table of the process (limiter state, violation counters, bans).
@@ -78,7 +107,9 @@ struct scrape_values {
   std::vector<std::vector<std::uint16_t>> category_tiers;
   std::vector<std::uint16_t> upstreams;    ///< label indices of the upstreams in force
   std::vector<endpoint_values> endpoints;  ///< of the upstreams in force
-  std::string version;                     ///< tollgate_build_info{version}
+  /// Each ACME certificate's name (its first domain) and notAfter in Unix seconds.
+  std::vector<std::pair<std::string, double>> certificates;
+  std::string version;  ///< tollgate_build_info{version}
   /// The Redis store's counters per worker (none with the in-process store).
   std::vector<const store_counters*> store;
   bool store_degraded = false;  ///< Redis cannot be reached: fail_mode decides

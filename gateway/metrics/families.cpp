@@ -160,6 +160,13 @@ const family_row rows[] = {
      .labels = {axis::table},
      .read = [](const scrape& s,
                 const series_index& i) { return s.values.tables[i[0]].evictions; }},
+    {.name = "tollgate_certificate_expiry_timestamp_seconds",
+     .help = "When each certificate obtained by ACME expires (its notAfter), in seconds since "
+             "1970, by name (its first domain).",
+     .type = MetricType::Gauge,
+     .labels = {axis::certificate},
+     .read = [](const scrape& s,
+                const series_index& i) { return s.values.certificates[i[0]].second; }},
     {.name = "tollgate_pow_challenges_total",
      .help = "Proof-of-work challenges issued (428).",
      .labels = {axis::category},

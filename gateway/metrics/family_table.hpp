@@ -56,8 +56,9 @@ enum class axis : std::uint8_t {
   attack_from,       ///< `from`: attack mode's levels
   attack_to,         ///< `to`: attack mode's levels
   h2_goaway,         ///< `reason` of tollgate_http2_goaways_total
+  certificate,       ///< `name`: each certificate obtained by ACME
 };
-inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::h2_goaway) + 1;
+inline constexpr std::size_t axis_count = static_cast<std::size_t>(axis::certificate) + 1;
 
 /// Label indices of one series, by axis position in its family.
 using series_index = std::array<std::size_t, 5>;

@@ -12,13 +12,7 @@ namespace {
 
 namespace ssl = asio::ssl;
 
-/// The parts of an http:// or https:// URL.
-struct url_parts {
-  bool tls = false;
-  std::string host;
-  std::string port;
-  std::string target;
-};
+}  // namespace
 
 std::optional<url_parts> parse_url(const std::string& url) {
   url_parts u;
@@ -49,6 +43,8 @@ std::optional<url_parts> parse_url(const std::string& url) {
   if (u.port.empty()) u.port = u.tls ? "443" : "80";
   return u;
 }
+
+namespace {
 
 /// Most bytes of a JWK Set's response body.
 constexpr std::size_t max_body = 1 << 20;

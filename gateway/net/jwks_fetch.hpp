@@ -6,12 +6,24 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gateway/identity/jwt.hpp"
 #include "gateway/net/asio.hpp"
 
 namespace tollgate::net {
+
+/// The parts of an http:// or https:// URL.
+struct url_parts {
+  bool tls = false;    ///< https
+  std::string host;    ///< without brackets
+  std::string port;    ///< given, else 80 or 443
+  std::string target;  ///< path and query, "/" at least
+};
+
+/// The parts of `url`, when it is an http:// or https:// URL with a host.
+std::optional<url_parts> parse_url(const std::string& url);
 
 /// Thread safety: used from the thread that runs `io` only.
 class jwks_fetcher {

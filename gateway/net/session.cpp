@@ -1,5 +1,6 @@
 #include "gateway/net/session.hpp"
 
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -65,6 +66,28 @@ task<void> refuse_head(deadline_watch& watch, connection_scratch& sc, const erro
   co_await write_local(watch, sc, answer);
   error_code ignored;
   watch.client.shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+/// Answers an http-01 challenge the ACME client has under way with its key authorization
+/// (RFC 8555 §8.3), and ends the connection; false, having sent nothing, for another token.
+task<bool> answer_acme(worker& w, deadline_watch& watch, connection_scratch& sc) {
+  const auto& head = sc.request.parser->get();
+  const std::string_view target = head.target();
+  const auto authorization = w.shared.acme->find(target.substr(acme_challenge_prefix.size()));
+  if (!authorization || head.method() != http::verb::get) co_return false;
+  const local_answer answer{http::status::ok,
+                            *authorization,
+                            {},
+                            "application/octet-stream",
+                            nullptr,
+                            false,
+                            head.version(),
+                            sc.request.snap->config.limits.body_timeout};
+  co_await write_local(watch, sc, answer);
+  spdlog::info("acme: http-01 challenge answered");
+  error_code ignored;
+  watch.client.shutdown(tcp::socket::shutdown_send, ignored);
+  co_return true;
 }
 
 /// Admits the request in hand (its head well framed): admit_view over its head.
@@ -260,6 +283,11 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
     if (rec || !fault.empty()) {
       co_await refuse_head(watch, *sc, rec, fault);
       co_return;
+    }
+    if (!watch.stream.tls() && r.parser->get().target().starts_with(acme_challenge_prefix)) {
+      // An ACME server's http-01 check (docs/design.md §17): before admission and limits, so
+      // that no limit or ban on its addresses can fail the certificate's order.
+      if (co_await answer_acme(w, watch, *sc)) co_return;
     }
     start_request(r, peer, peer_text, watch.stream.written);
     limit::held_places places;  // under max_delayed, while the request is decided or held

@@ -14,6 +14,7 @@
 #include <boost/asio/ssl/context.hpp>
 
 #include "gateway/config/error.hpp"
+#include "gateway/net/acme_keys.hpp"
 
 namespace tollgate::net {
 
@@ -108,9 +109,8 @@ std::vector<std::string> names_of(SSL_CTX* ctx) {
   return out;
 }
 
-/// One context for `files`; throws config::error naming the key of a file that does not load.
-std::unique_ptr<asio::ssl::context> load_context(const config::gateway_config& c,
-                                                 const config::certificate_files& files) {
+/// A server context with the listeners' options and no certificate yet.
+std::unique_ptr<asio::ssl::context> new_context() {
   namespace ssl = asio::ssl;
   auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
   // TLS 1.2 and 1.3 only.
@@ -120,6 +120,14 @@ std::unique_ptr<asio::ssl::context> load_context(const config::gateway_config& c
   // OpenSSL's record buffers (about 34 KiB a connection) go back while a connection is idle,
   // as the plain path's buffers do (issue 8: memory per idle connection).
   SSL_CTX_set_mode(ctx->native_handle(), SSL_MODE_RELEASE_BUFFERS);
+  return ctx;
+}
+
+/// One context for `files`; throws config::error naming the key of a file that does not load.
+std::unique_ptr<asio::ssl::context> load_context(const config::gateway_config& c,
+                                                 const config::certificate_files& files) {
+  namespace ssl = asio::ssl;
+  auto ctx = new_context();
   error_code ec;
   ctx->use_certificate_chain_file(files.certificate, ec);
   if (ec) {
@@ -131,6 +139,32 @@ std::unique_ptr<asio::ssl::context> load_context(const config::gateway_config& c
     throw config::error(c.file, files.private_key_line, files.path + ".private_key",
                         "cannot load '" + files.private_key + "': " + ec.message());
   }
+  return ctx;
+}
+
+/// The context of the certificate ACME stored for `acme` (docs/design.md §17), when it loads;
+/// else, when `placeholder`, one with a self-signed certificate for its names made now (clients
+/// see an untrusted certificate until the first is issued, rather than no TLS at all).
+std::unique_ptr<asio::ssl::context> acme_context(const config::acme_config& acme,
+                                                 bool placeholder) {
+  const auto files = acme::stored_files(acme);
+  const std::string chain = acme::read_file(files.certificate);
+  const std::string key = acme::read_file(files.private_key);
+  if (!chain.empty() && !key.empty()) {
+    auto ctx = new_context();
+    error_code ec, ek;
+    ctx->use_certificate_chain(asio::buffer(chain), ec);
+    ctx->use_private_key(asio::buffer(key), asio::ssl::context::pem, ek);
+    if (!ec && !ek && SSL_CTX_check_private_key(ctx->native_handle()) == 1) return ctx;
+    spdlog::warn("acme: the stored certificate {} does not load; not served", files.certificate);
+  }
+  if (!placeholder) return nullptr;
+  auto k = acme::new_key();
+  const std::string pem = acme::self_signed_pem(k.get(), acme.domains, std::chrono::hours(24));
+  const std::string key_text = acme::key_pem(k.get());
+  auto ctx = new_context();
+  ctx->use_certificate_chain(asio::buffer(pem));
+  ctx->use_private_key(asio::buffer(key_text), asio::ssl::context::pem);
   return ctx;
 }
 
@@ -189,8 +223,9 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
       continue;
     }
     auto set = std::make_shared<sni_set>();
-    for (std::size_t i = 0; i < l.tls->certificates.size(); ++i) {
-      set->contexts.push_back(load_context(c, l.tls->certificates[i]));
+    auto add = [&](std::unique_ptr<asio::ssl::context> ctx) {
+      const std::size_t i = set->contexts.size();
+      set->contexts.push_back(std::move(ctx));
       ask_client_certificates(c, l.name, *l.tls, *set->contexts.back());
       for (const std::string& name : names_of(set->contexts.back()->native_handle())) {
         if (name.starts_with("*.")) {
@@ -199,7 +234,14 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
           set->exact.emplace_back(name, i);
         }
       }
+    };
+    // The ACME certificate, once issued, is the default; until then the static ones serve,
+    // or a placeholder when there are none (docs/design.md §17).
+    if (l.tls->acme) {
+      if (auto ctx = acme_context(*l.tls->acme, l.tls->certificates.empty())) add(std::move(ctx));
     }
+    for (const auto& files : l.tls->certificates)
+      add(load_context(c, files));
     // Every context: SNI may switch the handshake to any of them before ALPN is chosen.
     if (l.http2) {
       for (const auto& ctx : set->contexts)

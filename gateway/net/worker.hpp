@@ -14,6 +14,7 @@
 #include "gateway/limit/held.hpp"
 #include "gateway/limit/top_limited.hpp"
 #include "gateway/metrics/counters.hpp"
+#include "gateway/net/acme_tokens.hpp"
 #include "gateway/net/address_slots.hpp"
 #include "gateway/net/asio.hpp"
 #include "gateway/net/deadline.hpp"
@@ -41,6 +42,8 @@ struct shared_state {
   std::shared_ptr<policy::tier_memory> tiers_set = std::make_shared<policy::tier_memory>();
   /// The admin API's overrides (docs/design.md §15), for the life of the process.
   std::shared_ptr<policy::override_book> overrides = std::make_shared<policy::override_book>();
+  /// The http-01 challenges the ACME client has under way (docs/design.md §17).
+  std::shared_ptr<acme_tokens> acme = std::make_shared<acme_tokens>();
 };
 
 /// A listener as sessions see it.

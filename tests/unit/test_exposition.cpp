@@ -138,6 +138,7 @@ TEST_CASE("the exposition of a populated counter set is the golden text", "[metr
   values.store_degraded = true;
   values.admin_closed_for_room = 5;
   values.admin_refused = 7;
+  values.certificates = {{"api.example.com", 1800000000}};
 
   const auto w1 = worker(1), w2 = worker(10);
   const std::string text = metrics::render({w1.get(), w2.get()}, r, values);

@@ -498,3 +498,78 @@ TEST_CASE("every gateway error names file, line and key", "[config]") {
     CHECK(error_of(s, b.yaml) == b.message);
   }
 }
+
+TEST_CASE("tls.acme parses, with or without certificates, and its errors", "[config]") {
+  scratch s;
+  const std::string rest =
+      "upstreams: { app: { endpoints: ['127.0.0.1:9000'] } }\n"
+      "default_route: { category: general, upstream: app }\npolicies: [p.yaml]\n";
+  const std::string plain = "  - { name: web, address: 0.0.0.0, port: 80 }\n";
+  auto tls = [&](const std::string& acme) {
+    return "listeners:\n" + plain +
+           "  - { name: a, address: 0.0.0.0, port: 443, tls: { acme: " + acme + " } }\n" + rest;
+  };
+  const std::string ok =
+      "{ directory: 'https://acme.test/dir', email: ops@example.com, domains: [A.example.com, "
+      "b.example.com], storage: acme, ca: p.yaml }";
+  const auto g = load_gateway(s.write(tls(ok)));
+  const auto& a = g.listeners[1].tls->acme;
+  REQUIRE(a);
+  CHECK(g.listeners[1].tls->certificates.empty());
+  CHECK(a->directory == "https://acme.test/dir");
+  CHECK(a->email == "ops@example.com");
+  CHECK(a->domains == std::vector<std::string>{"a.example.com", "b.example.com"});
+  CHECK(a->challenge == acme_challenge::http_01);
+  CHECK(a->storage == (s.dir / "acme").string());
+  CHECK(a->ca == (s.dir / "p.yaml").string());
+  // Beside a static certificate, which is served until the first one is issued.
+  const auto both = load_gateway(s.write(
+      "listeners:\n" + plain +
+      "  - { name: a, address: 0.0.0.0, port: 443, tls: { certificate: p.yaml, private_key: "
+      "p.yaml, acme: { directory: 'https://x.test/', domains: [x.test], storage: st } } }\n" +
+      rest));
+  CHECK(both.listeners[1].tls->certificates.size() == 1);
+  CHECK(both.listeners[1].tls->acme);
+
+  struct bad {
+    std::string yaml;
+    std::string message;
+  };
+  const bad cases[] = {
+      {tls("{ directory: 'http://acme.test/', domains: [a.test], storage: st }"),
+       "g.yaml:3: listeners[1].tls.acme.directory: expected an https:// URL, not "
+       "'http://acme.test/'"},
+      {tls("{ directory: 'https://acme.test/', domains: [], storage: st }"),
+       "g.yaml:3: listeners[1].tls.acme.domains: name at least one domain"},
+      {tls("{ directory: 'https://acme.test/', domains: ['*.a.test'], storage: st }"),
+       "g.yaml:3: listeners[1].tls.acme.domains[0]: invalid domain '*.a.test' (expected a DNS "
+       "name, no wildcard)"},
+      {tls("{ directory: 'https://acme.test/', domains: [a.test, A.test], storage: st }"),
+       "g.yaml:3: listeners[1].tls.acme.domains[1]: domain 'a.test' named twice"},
+      {tls("{ directory: 'https://acme.test/', domains: [a.test], storage: st, email: nobody }"),
+       "g.yaml:3: listeners[1].tls.acme.email: invalid email address 'nobody'"},
+      {tls("{ directory: 'https://acme.test/', domains: [a.test], storage: st, challenge: dns-01 "
+           "}"),
+       "g.yaml:3: listeners[1].tls.acme.challenge: expected http-01 or tls-alpn-01, not "
+       "'dns-01'"},
+      {tls("{ directory: 'https://acme.test/', domains: [a.test] }"),
+       "g.yaml:3: listeners[1].tls.acme.storage: missing required key"},
+      {tls("{ directory: 'https://acme.test/', domains: [a.test], storage: p.yaml }"),
+       "g.yaml:3: listeners[1].tls.acme.storage: '" + (s.dir / "p.yaml").string() +
+           "' is not a directory"},
+      {tls("{ directory: 'https://acme.test/', domains: [a.test], storage: st, ca: no.pem }"),
+       "g.yaml:3: listeners[1].tls.acme.ca: cannot read file '" + (s.dir / "no.pem").string() +
+           "': No such file or directory"},
+      {tls("{ directory: 'https://acme.test/', domains: [a.test], storage: st, key: ec }"),
+       "g.yaml:3: listeners[1].tls.acme.key: unknown key (expected directory, email, domains, "
+       "challenge, storage or ca)"},
+      {"listeners:\n  - { name: a, address: 0.0.0.0, port: 443, tls: { acme: { directory: "
+       "'https://acme.test/', domains: [a.test], storage: st } } }\n" +
+           rest,
+       "g.yaml:2: listeners[0].tls.acme: http-01 needs a listener without tls (port 80)"},
+  };
+  for (const auto& [yaml, message] : cases) {
+    INFO(yaml);
+    CHECK(error_of(s, yaml) == message);
+  }
+}
