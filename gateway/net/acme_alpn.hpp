@@ -15,7 +15,8 @@ namespace tollgate::net {
 
 /// A challenge certificate and its key.
 struct alpn_identity {
-  std::unique_ptr<X509, decltype(&X509_free)> certificate{nullptr, X509_free};  ///< with the extension
+  std::unique_ptr<X509, decltype(&X509_free)> certificate{nullptr,
+                                                          X509_free};  ///< with the extension
   std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key{nullptr, EVP_PKEY_free};  ///< its key
 };
 
@@ -40,7 +41,7 @@ class acme_alpn {
   }
 
  private:
-  mutable std::mutex mutex_;  ///< guards map_
+  mutable std::mutex mutex_;                                                   ///< guards map_
   std::unordered_map<std::string, std::shared_ptr<const alpn_identity>> map_;  ///< by domain
 };
 

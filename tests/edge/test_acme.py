@@ -5,7 +5,8 @@ TLS listener then serves pebble's certificate without a restart (openssl s_clien
 issuer), the storage files are 0600, a restart reuses the stored certificate without a new
 order, a certificate is renewed when its renewal point comes (brought near by the test knob
 TOLLGATE_ACME_RENEW_AFTER_SECONDS, docs/configuration.md), and tls-alpn-01 proves a name on the
-TLS listener itself (pebble's tlsPort).
+TLS listener itself (pebble's tlsPort); with the ACME server out of reach, the listener serves
+its self-signed placeholder and the next try waits a jittered minute.
 
 Run: /usr/bin/python3 tests/edge/test_acme.py BUILD_DIR [unittest args]
 """
@@ -201,6 +202,32 @@ class Acme(unittest.TestCase):
                                capture_output=True, timeout=20)
         self.assertNotEqual(hello.returncode, 0)
         self.assertNotIn("http-01 challenge answered", gw.process.output())
+        self.stop()
+
+    def test_5_a_placeholder_until_issued_and_backoff_after_a_failure(self):
+        domain = "down.tollgate.test"
+        storage = os.path.join(self.scratch, "down")
+        saved = self.pebble.directory
+        # An ACME server that cannot be reached: nothing listens on the port.
+        self.pebble.directory = f"https://127.0.0.1:{h.free_port()}/dir"
+        try:
+            gw = self.start(storage=storage, domain=domain)
+        finally:
+            self.pebble.directory = saved
+        line = gw.process.wait_for_line("acme public: order failed (1 in a row)", timeout=30)
+        wait = int(re.search(r"next try in (\d+) s", line).group(1))
+        self.assertTrue(30 <= wait <= 60, line)  # 1 minute, jittered down to half
+        # The placeholder: self-signed for the domain, served meanwhile.
+        hello = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{self.tls}",
+                                "-servername", domain], input=b"", capture_output=True,
+                               timeout=20)
+        out = subprocess.run(["openssl", "x509", "-noout", "-subject", "-issuer", "-ext",
+                              "subjectAltName"], input=hello.stdout, capture_output=True,
+                             timeout=20).stdout.decode()
+        self.assertIn(f"subject=CN = {domain}", out)
+        self.assertIn(f"issuer=CN = {domain}", out)
+        self.assertIn(f"DNS:{domain}", out)
+        self.assertFalse(os.path.exists(os.path.join(storage, f"{domain}.crt")))
         self.stop()
 
 
