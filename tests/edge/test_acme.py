@@ -170,6 +170,11 @@ class Acme(unittest.TestCase):
         self.assertNotIn("acme public: order", gw.process.output())
         with open(os.path.join(self.storage, f"{DOMAIN}.crt")) as f:
             self.assertEqual(f.read(), before)
+        # A reload makes the contexts again from storage: the certificate stays served.
+        self.assertIn("in force", gw.reload(
+            gateway_file(self.plain, self.tls, self.storage, self.pebble.directory,
+                         self.pebble.cert), POLICY))
+        self.assertIn("Pebble", served(self.tls))
         self.stop()
 
     def test_3_renewed_when_due_and_served(self):
