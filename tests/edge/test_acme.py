@@ -56,7 +56,7 @@ class Pebble:
     """pebble and pebble-challtestsrv on loopback ports chosen free; http-01 checked on
     `http_port`."""
 
-    def __init__(self, scratch, http_port, tls_port):
+    def __init__(self, scratch, http_port, tls_port, nonce_reject="0"):
         self.cert = os.path.join(scratch, "pebble.pem")
         key = os.path.join(scratch, "pebble.key")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
@@ -76,8 +76,8 @@ class Pebble:
         self.dns = h.Process(["pebble-challtestsrv", "-defaultIPv4", "127.0.0.1", "-defaultIPv6",
                               "", "-dns01", f"127.0.0.1:{dns}", "-http01", "", "-https01", "",
                               "-tlsalpn01", "", "-management", f"127.0.0.1:{h.free_port()}"])
-        env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT="0")
-        os.environ.update()  # (pebble takes its settings from env only)
+        # pebble takes these settings from its environment only.
+        env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT=nonce_reject)
         self.saved = os.environ.copy()
         os.environ.update(env)
         try:
@@ -234,6 +234,26 @@ class Acme(unittest.TestCase):
         self.assertIn(f"DNS:{domain}", out)
         self.assertFalse(os.path.exists(os.path.join(storage, f"{domain}.crt")))
         self.stop()
+
+    def test_6_a_bad_nonce_is_tried_once_more(self):
+        # A pebble that rejects every nonce: each signed request is sent twice, then the order
+        # fails naming the problem.
+        scratch = os.path.join(self.scratch, "nonces")
+        os.makedirs(scratch)
+        strict = Pebble(scratch, self.plain, self.tls, nonce_reject="100")
+        saved = self.pebble
+        type(self).pebble = strict
+        try:
+            gw = self.start(storage=os.path.join(scratch, "acme"))
+        finally:
+            type(self).pebble = saved
+        try:
+            gw.process.wait_for_line("badNonce, once more with a fresh nonce", timeout=30)
+            line = gw.process.wait_for_line("order failed (1 in a row)", timeout=30)
+            self.assertIn("urn:ietf:params:acme:error:badNonce", line)
+        finally:
+            self.stop()
+            strict.stop()
 
 
 if __name__ == "__main__":
