@@ -164,8 +164,7 @@ acme_config read_acme(const yaml_node& n, const std::string& file) {
     if (w != "http-01" && w != "tls-alpn-01") {
       c->fail("expected http-01 or tls-alpn-01, not '" + w + "'");
     }
-    if (w == "tls-alpn-01") c->fail("tls-alpn-01 is not built yet; use http-01");
-    a.challenge = acme_challenge::http_01;
+    a.challenge = w == "http-01" ? acme_challenge::http_01 : acme_challenge::tls_alpn_01;
   }
   const yaml_node storage = n.at("storage");
   a.storage = resolve(file, storage.as_string());

@@ -1,5 +1,6 @@
 #include "gateway/net/acme_client.hpp"
 
+#include <openssl/pem.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -11,6 +12,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "gateway/net/acme_alpn.hpp"
 #include "gateway/net/acme_keys.hpp"
 #include "gateway/net/jwks_fetch.hpp"
 
@@ -110,6 +112,20 @@ std::string protected_header(const std::string& nonce, const std::string& url,
   return json::serialize(header);
 }
 
+/// The tls-alpn-01 certificate of `domain` and its fresh key.
+std::shared_ptr<const alpn_identity> alpn_identity_for(const std::string& domain,
+                                                       const std::string& authorization) {
+  auto id = std::make_shared<alpn_identity>();
+  auto key = acme::new_key();
+  const std::string pem = acme::alpn_certificate_pem(key.get(), domain, authorization);
+  std::unique_ptr<BIO, decltype(&BIO_free)> b(
+      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), BIO_free);
+  id->certificate.reset(PEM_read_bio_X509(b.get(), nullptr, nullptr, nullptr));
+  id->key.reset(key.release());
+  if (!id->certificate) throw failure("tls-alpn-01: cannot read the challenge certificate");
+  return id;
+}
+
 std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -132,9 +148,12 @@ struct acme_client::state : std::enable_shared_from_this<acme_client::state> {
   std::string nonce;  ///< the next Replay-Nonce to use
   json::object directory;
 
-  state(asio::io_context& i, std::string l, config::acme_config a,
-        std::shared_ptr<acme_tokens> t, on_certificate cb)
-      : io(i), listener(std::move(l)), acme(std::move(a)), tokens(std::move(t)),
+  state(asio::io_context& i, std::string l, config::acme_config a, std::shared_ptr<acme_tokens> t,
+        on_certificate cb)
+      : io(i),
+        listener(std::move(l)),
+        acme(std::move(a)),
+        tokens(std::move(t)),
         installed(std::move(cb)) {
     if (!acme.ca.empty()) {
       tls.load_verify_file(acme.ca);
@@ -281,26 +300,39 @@ struct acme_client::state : std::enable_shared_from_this<acme_client::state> {
       spdlog::info("acme {}: {} already authorized", listener, name);
       co_return;
     }
+    const bool alpn = acme.challenge == config::acme_challenge::tls_alpn_01;
+    const std::string type = alpn ? "tls-alpn-01" : "http-01";
     std::string token, challenge;
     for (const auto& c : v.at("challenges").as_array()) {
-      if (text_of(c, "type") == "http-01") {
+      if (text_of(c, "type") == type) {
         token = text_of(c, "token");
         challenge = text_of(c, "url");
       }
     }
-    if (token.empty() || challenge.empty()) throw failure(name + ": no http-01 challenge offered");
-    tokens->set(token, token + "." + acme::thumbprint(account.get()));
+    if (token.empty() || challenge.empty()) {
+      throw failure(name + ": no " + type + " challenge offered");
+    }
+    const std::string authorization = token + "." + acme::thumbprint(account.get());
+    if (alpn) {
+      acme_alpn_challenges().set(name, alpn_identity_for(name, authorization));
+    } else {
+      tokens->set(token, authorization);
+    }
     struct untoken {
       acme_tokens& t;
-      std::string token;
-      ~untoken() { t.erase(token); }
-    } forget{*tokens, token};
+      std::string token, name;
+      ~untoken() {
+        t.erase(token);
+        acme_alpn_challenges().erase(name);
+      }
+    } forget{*tokens, token, name};
     const response c = co_await post(challenge, "{}");
     if (c.status != 200) throw failure(refusal("challenge", c));
-    spdlog::info("acme {}: {} http-01 challenge ready, the server is checking", listener, name);
+    spdlog::info("acme {}: {} {} challenge ready, the server is checking", listener, name, type);
     for (int i = 0; i < max_polls; ++i) {
       const response p = co_await post(url, "");
-      const std::string status = p.status == 200 ? text_of(parse(p, "authorization"), "status") : "";
+      const std::string status =
+          p.status == 200 ? text_of(parse(p, "authorization"), "status") : "";
       if (status == "valid") {
         spdlog::info("acme {}: {} authorized", listener, name);
         co_return;
@@ -402,8 +434,8 @@ struct acme_client::state : std::enable_shared_from_this<acme_client::state> {
           ++failures;
           // 1 min, 2, 4, ... up to 12 h, each between half and all of it (jitter), so that
           // replicas and restarts do not retry in step.
-          const std::int64_t cap = std::min<std::int64_t>(60LL << std::min(failures - 1, 10),
-                                                          12 * 3600);
+          const std::int64_t cap =
+              std::min<std::int64_t>(60LL << std::min(failures - 1, 10), 12 * 3600);
           wait = std::chrono::seconds(
               std::uniform_int_distribution<std::int64_t>(cap / 2, cap)(random));
           spdlog::error("acme {}: order failed ({} in a row): {}; next try in {} s", listener,

@@ -1,5 +1,7 @@
 #include "gateway/net/acme_keys.hpp"
 
+#include "gateway/net/acme_alpn.hpp"
+
 #include <fcntl.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
@@ -16,6 +18,15 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+namespace tollgate::net {
+
+acme_alpn& acme_alpn_challenges() {
+  static acme_alpn table;
+  return table;
+}
+
+}  // namespace tollgate::net
 
 namespace tollgate::net::acme {
 
@@ -239,6 +250,30 @@ std::string self_signed_pem(EVP_PKEY* key, const std::vector<std::string>& domai
   bio_ptr b(BIO_new(BIO_s_mem()), BIO_free);
   PEM_write_bio_X509(b.get(), x.get());
   return bio_text(b.get());
+}
+
+std::string alpn_certificate_pem(EVP_PKEY* key, const std::string& domain,
+                                 const std::string& authorization) {
+  // Made as a placeholder is, then given the extension and signed again.
+  const std::string pem = self_signed_pem(key, {domain}, std::chrono::hours(24));
+  bio_ptr in(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), BIO_free);
+  x509_ptr x(PEM_read_bio_X509(in.get(), nullptr, nullptr, nullptr), X509_free);
+  check(x != nullptr, "tls-alpn-01 certificate");
+  std::string value = "\x04\x20" + sha256(authorization);  // DER OCTET STRING of 32 bytes
+  std::unique_ptr<ASN1_OBJECT, decltype(&ASN1_OBJECT_free)> oid(
+      OBJ_txt2obj("1.3.6.1.5.5.7.1.31", 1), ASN1_OBJECT_free);
+  std::unique_ptr<ASN1_OCTET_STRING, decltype(&ASN1_OCTET_STRING_free)> os(ASN1_OCTET_STRING_new(),
+                                                                           ASN1_OCTET_STRING_free);
+  ASN1_OCTET_STRING_set(os.get(), reinterpret_cast<const unsigned char*>(value.data()),
+                        static_cast<int>(value.size()));
+  X509_EXTENSION* ext = X509_EXTENSION_create_by_OBJ(nullptr, oid.get(), 1, os.get());
+  check(ext != nullptr, "acmeIdentifier");
+  X509_add_ext(x.get(), ext, -1);
+  X509_EXTENSION_free(ext);
+  check(X509_sign(x.get(), key, EVP_sha256()) > 0, "cannot sign a certificate");
+  bio_ptr out(BIO_new(BIO_s_mem()), BIO_free);
+  PEM_write_bio_X509(out.get(), x.get());
+  return bio_text(out.get());
 }
 
 std::pair<std::int64_t, std::int64_t> validity(const std::string& chain) {

@@ -52,6 +52,11 @@ std::string csr_der(EVP_PKEY* key, const std::vector<std::string>& domains);
 /// A certificate for `domains` signed by its own `key`, valid `lifetime` from now, PEM.
 std::string self_signed_pem(EVP_PKEY* key, const std::vector<std::string>& domains,
                             std::chrono::seconds lifetime);
+/// The tls-alpn-01 certificate (RFC 8737) for `domain`: self-signed by `key`, its only name
+/// `domain`, with the critical acmeIdentifier extension (1.3.6.1.5.5.7.1.31) holding
+/// SHA-256(`authorization`); PEM.
+std::string alpn_certificate_pem(EVP_PKEY* key, const std::string& domain,
+                                 const std::string& authorization);
 /// The notBefore and notAfter of the first certificate in PEM `chain`, as Unix seconds; {0, 0}
 /// when there is none.
 std::pair<std::int64_t, std::int64_t> validity(const std::string& chain);

@@ -14,6 +14,7 @@
 #include <boost/asio/ssl/context.hpp>
 
 #include "gateway/config/error.hpp"
+#include "gateway/net/acme_alpn.hpp"
 #include "gateway/net/acme_keys.hpp"
 
 namespace tollgate::net {
@@ -183,6 +184,33 @@ int choose_protocol(SSL*, const unsigned char** out, unsigned char* outlen, cons
   return SSL_TLSEXT_ERR_OK;
 }
 
+/// OpenSSL's ALPN callback on a listener whose ACME proves names by tls-alpn-01 (RFC 8737): a
+/// handshake offering acme-tls/1 for a name with a challenge under way gets the challenge's
+/// certificate (set on the connection: OpenSSL chooses the certificate after ALPN) and nothing
+/// more; any other goes on as choose_protocol says (`arg`: non-null when http2 is on).
+int choose_protocol_acme(SSL* ssl, const unsigned char** out, unsigned char* outlen,
+                         const unsigned char* in, unsigned int inlen, void* arg) {
+  static constexpr unsigned char acme_tls[] =
+      "\x0a"
+      "acme-tls/1";
+  unsigned char* chosen = nullptr;
+  if (SSL_select_next_proto(&chosen, outlen, acme_tls, sizeof acme_tls - 1, in, inlen) ==
+      OPENSSL_NPN_NEGOTIATED) {
+    const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    std::string lower = name == nullptr ? "" : name;
+    for (char& ch : lower)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const auto identity = acme_alpn_challenges().find(lower);
+    if (identity == nullptr) return SSL_TLSEXT_ERR_ALERT_FATAL;
+    SSL_use_certificate(ssl, identity->certificate.get());
+    SSL_use_PrivateKey(ssl, identity->key.get());
+    *out = chosen;
+    return SSL_TLSEXT_ERR_OK;
+  }
+  if (arg == nullptr) return SSL_TLSEXT_ERR_NOACK;  // no ALPN: HTTP/1.1
+  return choose_protocol(ssl, out, outlen, in, inlen, nullptr);
+}
+
 /// Asks the clients of `ctx` for a certificate signed by `tls.client_ca` (docs/design.md §17);
 /// throws config::error naming the key when the file does not load. Every context of a
 /// listener gets the same: the SNI callback may switch a handshake to any of them, and OpenSSL
@@ -243,7 +271,12 @@ std::vector<std::shared_ptr<asio::ssl::context>> make_tls_contexts(
     for (const auto& files : l.tls->certificates)
       add(load_context(c, files));
     // Every context: SNI may switch the handshake to any of them before ALPN is chosen.
-    if (l.http2) {
+    if (l.tls->acme && l.tls->acme->challenge == config::acme_challenge::tls_alpn_01) {
+      static int http2_on = 1;
+      for (const auto& ctx : set->contexts)
+        SSL_CTX_set_alpn_select_cb(ctx->native_handle(), choose_protocol_acme,
+                                   l.http2 ? &http2_on : nullptr);
+    } else if (l.http2) {
       for (const auto& ctx : set->contexts)
         SSL_CTX_set_alpn_select_cb(ctx->native_handle(), choose_protocol, nullptr);
     }

@@ -3,8 +3,10 @@ test server, on loopback: pebble-challtestsrv answers pebble's DNS with 127.0.0.
 name, pebble validates http-01 on the gateway's plain listener (its httpPort) and issues; the
 TLS listener then serves pebble's certificate without a restart (openssl s_client shows the
 issuer), the storage files are 0600, a restart reuses the stored certificate without a new
-order, and a certificate is renewed when its renewal point comes (brought near by the test knob
-TOLLGATE_ACME_RENEW_AFTER_SECONDS, docs/configuration.md).
+order, a certificate is renewed when its renewal point comes (brought near by the test knob
+TOLLGATE_ACME_RENEW_AFTER_SECONDS, docs/configuration.md), and tls-alpn-01 proves a name on the
+TLS listener itself (pebble's tlsPort); with the ACME server out of reach, the listener serves
+its self-signed placeholder and the next try waits a jittered minute.
 
 Run: /usr/bin/python3 tests/edge/test_acme.py BUILD_DIR [unittest args]
 """
@@ -38,14 +40,15 @@ categories:
 """
 
 
-def gateway_file(plain_port, tls_port, storage, directory, ca):
+def gateway_file(plain_port, tls_port, storage, directory, ca, challenge="http-01",
+                 domain=DOMAIN):
     text = h.gateway_yaml()
     return (f"listeners:\n"
             f"  - {{ name: web, address: 127.0.0.1, port: {plain_port} }}\n"
             f"  - name: public\n    address: 127.0.0.1\n    port: {tls_port}\n"
             f"    tls:\n      acme:\n        directory: '{directory}'\n"
-            f"        email: ops@example.com\n        domains: [{DOMAIN}]\n"
-            f"        challenge: http-01\n        storage: '{storage}'\n        ca: '{ca}'\n"
+            f"        email: ops@example.com\n        domains: [{domain}]\n"
+            f"        challenge: {challenge}\n        storage: '{storage}'\n        ca: '{ca}'\n"
             + text[text.index("\n") + 1:])
 
 
@@ -53,7 +56,7 @@ class Pebble:
     """pebble and pebble-challtestsrv on loopback ports chosen free; http-01 checked on
     `http_port`."""
 
-    def __init__(self, scratch, http_port, tls_port):
+    def __init__(self, scratch, http_port, tls_port, nonce_reject="0"):
         self.cert = os.path.join(scratch, "pebble.pem")
         key = os.path.join(scratch, "pebble.key")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
@@ -73,8 +76,8 @@ class Pebble:
         self.dns = h.Process(["pebble-challtestsrv", "-defaultIPv4", "127.0.0.1", "-defaultIPv6",
                               "", "-dns01", f"127.0.0.1:{dns}", "-http01", "", "-https01", "",
                               "-tlsalpn01", "", "-management", f"127.0.0.1:{h.free_port()}"])
-        env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT="0")
-        os.environ.update()  # (pebble takes its settings from env only)
+        # pebble takes these settings from its environment only.
+        env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT=nonce_reject)
         self.saved = os.environ.copy()
         os.environ.update(env)
         try:
@@ -91,10 +94,10 @@ class Pebble:
         self.dns.stop()
 
 
-def served(port):
-    """The issuer and serial of the certificate served for DOMAIN on `port`."""
+def served(port, domain=DOMAIN):
+    """The issuer and serial of the certificate served for `domain` on `port`."""
     hello = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}",
-                            "-servername", DOMAIN], input=b"", capture_output=True, timeout=20)
+                            "-servername", domain], input=b"", capture_output=True, timeout=20)
     out = subprocess.run(["openssl", "x509", "-noout", "-issuer", "-serial"], input=hello.stdout,
                          capture_output=True, timeout=20).stdout.decode()
     return out
@@ -118,12 +121,13 @@ class Acme(unittest.TestCase):
         cls.echo.stop()
         shutil.rmtree(cls.scratch, ignore_errors=True)
 
-    def start(self, env=None):
+    def start(self, env=None, **kw):
         saved = os.environ.copy()
         os.environ.update(env or {})
         try:
-            gw = h.Gateway(gateway_file(self.plain, self.tls, self.storage, self.pebble.directory,
-                                        self.pebble.cert), POLICY, self.echo.port)
+            gw = h.Gateway(gateway_file(self.plain, self.tls, kw.pop("storage", self.storage),
+                                        self.pebble.directory, self.pebble.cert, **kw),
+                           POLICY, self.echo.port)
         finally:
             os.environ.clear()
             os.environ.update(saved)
@@ -166,6 +170,11 @@ class Acme(unittest.TestCase):
         self.assertNotIn("acme public: order", gw.process.output())
         with open(os.path.join(self.storage, f"{DOMAIN}.crt")) as f:
             self.assertEqual(f.read(), before)
+        # A reload makes the contexts again from storage: the certificate stays served.
+        self.assertIn("in force", gw.reload(
+            gateway_file(self.plain, self.tls, self.storage, self.pebble.directory,
+                         self.pebble.cert), POLICY))
+        self.assertIn("Pebble", served(self.tls))
         self.stop()
 
     def test_3_renewed_when_due_and_served(self):
@@ -181,6 +190,23 @@ class Acme(unittest.TestCase):
         self.assertIn("Pebble", second)
         self.assertNotEqual(re.findall("serial=.*", first), re.findall("serial=.*", second))
         self.assertGreaterEqual(gw.process.output().count("acme public: account"), 2)
+        self.stop()
+
+    def test_4_issued_by_tls_alpn01_on_the_tls_listener(self):
+        domain = "alpn.tollgate.test"
+        storage = os.path.join(self.scratch, "alpn")
+        gw = self.start(storage=storage, challenge="tls-alpn-01", domain=domain)
+        gw.process.wait_for_line("tls-alpn-01 challenge ready", timeout=30)
+        gw.process.wait_for_line(f"{domain} authorized", timeout=60)
+        gw.process.wait_for_line("acme public: certificate stored", timeout=60)
+        gw.process.wait_for_line("acme: certificates installed", timeout=30)
+        self.assertIn("Pebble", served(self.tls, domain))
+        # No challenge under way: acme-tls/1 handshakes are refused, others served.
+        hello = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{self.tls}",
+                                "-servername", domain, "-alpn", "acme-tls/1"], input=b"",
+                               capture_output=True, timeout=20)
+        self.assertNotEqual(hello.returncode, 0)
+        self.assertNotIn("http-01 challenge answered", gw.process.output())
         self.stop()
 
     def test_5_a_placeholder_until_issued_and_backoff_after_a_failure(self):
@@ -208,6 +234,26 @@ class Acme(unittest.TestCase):
         self.assertIn(f"DNS:{domain}", out)
         self.assertFalse(os.path.exists(os.path.join(storage, f"{domain}.crt")))
         self.stop()
+
+    def test_6_a_bad_nonce_is_tried_once_more(self):
+        # A pebble that rejects every nonce: each signed request is sent twice, then the order
+        # fails naming the problem.
+        scratch = os.path.join(self.scratch, "nonces")
+        os.makedirs(scratch)
+        strict = Pebble(scratch, self.plain, self.tls, nonce_reject="100")
+        saved = self.pebble
+        type(self).pebble = strict
+        try:
+            gw = self.start(storage=os.path.join(scratch, "acme"))
+        finally:
+            type(self).pebble = saved
+        try:
+            gw.process.wait_for_line("badNonce, once more with a fresh nonce", timeout=30)
+            line = gw.process.wait_for_line("order failed (1 in a row)", timeout=30)
+            self.assertIn("urn:ietf:params:acme:error:badNonce", line)
+        finally:
+            self.stop()
+            strict.stop()
 
 
 if __name__ == "__main__":

@@ -530,6 +530,12 @@ TEST_CASE("tls.acme parses, with or without certificates, and its errors", "[con
       rest));
   CHECK(both.listeners[1].tls->certificates.size() == 1);
   CHECK(both.listeners[1].tls->acme);
+  // tls-alpn-01 is answered on the TLS listener itself: no plain listener needed.
+  const auto alpn = load_gateway(
+      s.write("listeners:\n  - { name: a, address: 0.0.0.0, port: 443, tls: { acme: { directory: "
+              "'https://x.test/', domains: [x.test], challenge: tls-alpn-01, storage: st } } }\n" +
+              rest));
+  CHECK(alpn.listeners[0].tls->acme->challenge == acme_challenge::tls_alpn_01);
 
   struct bad {
     std::string yaml;
