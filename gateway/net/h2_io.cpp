@@ -96,6 +96,7 @@ task<void> h2_connection::run(std::string initial) {
   // for the socket to be readable and reads into its worker's buffer, so that a waiting
   // connection holds none.
   std::unique_ptr<std::array<char, 16 * 1024>> tls_buffer;
+  bool peer_open = true;  // the client's side has not ended
   while (open) {
     arm();
     error_code ec;
@@ -114,7 +115,10 @@ task<void> h2_connection::run(std::string initial) {
         if (ec == asio::error::would_block || ec == asio::error::try_again) continue;
       }
     }
-    if (ec) break;  // the client closed, reset, or the watchdog closed it
+    if (ec) {  // the client closed, reset, or the watchdog closed it
+      peer_open = false;
+      break;
+    }
     open = feed(data, n);
     if (nghttp2_session_want_read(session_) == 0) break;
   }
@@ -141,6 +145,24 @@ task<void> h2_connection::run(std::string initial) {
     ended_.expires_at(timer::time_point::max());
     if (streams_.empty() && writer_done_) break;
     co_await ended_.async_wait(use_tuple);
+  }
+  // Ended by the gateway (a GOAWAY) while the client may still be sending: what it sends is
+  // read and dropped until it closes, or for a second (arm), so that its kernel does not
+  // receive a reset that discards the GOAWAY unread (nginx's lingering close).
+  while (peer_open && goaway_due_) {
+    error_code ec;
+    if (watch.stream.tls()) {
+      if (!tls_buffer) tls_buffer = std::make_unique<std::array<char, 16 * 1024>>();
+      std::size_t n = 0;
+      std::tie(ec, n) = co_await watch.stream.tls_read_some(asio::buffer(*tls_buffer));
+    } else {
+      std::tie(ec) = co_await watch.client.async_wait(tcp_socket::wait_read, use_tuple);
+      if (!ec) {
+        watch.client.read_some(asio::buffer(w.relay_buffer()), ec);
+        if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+      }
+    }
+    if (ec) break;
   }
 }
 
