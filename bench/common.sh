@@ -25,6 +25,16 @@ free_port() {
     awk 'BEGIN{srand(); print 20000 + int(rand()*20000)}'
 }
 
+# CPU time (utime + stime, clock ticks) of a process and its children (nginx's workers).
+cpu_ticks() {
+  local total=0 pid
+  for pid in "$1" $(pgrep -P "$1" || true); do
+    [ -r "/proc/$pid/stat" ] || continue
+    total=$((total + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat")))
+  done
+  echo "$total"
+}
+
 # Waits until something listens on loopback port $1.
 wait_port() {
   for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done

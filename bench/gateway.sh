@@ -78,15 +78,6 @@ for c in tollgate tollgate-limited; do
 done
 for p in "$ng" "$ng_limited" "$tg" "$tg_limited"; do wait_port "$p"; done
 
-# CPU time (utime + stime, clock ticks) of a process and its children (nginx's workers).
-cpu_ticks() {
-  local total=0 pid
-  for pid in "$1" $(pgrep -P "$1" || true); do
-    [ -r "/proc/$pid/stat" ] || continue
-    total=$((total + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat")))
-  done
-  echo "$total"
-}
 # wrk's summary -> "rps p50 p99 non2xx cpu_us_per_request" (latencies in ms); $2 is the pid of
 # the process under test, whose CPU time per request is measured over the run; $3 the request
 # (small: a small GET; download: 100 KB responses; upload: 100 KB request bodies).

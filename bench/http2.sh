@@ -63,14 +63,6 @@ tgpid=$!
 wait_port "$ng"
 wait_port "$tg"
 
-cpu_ticks() {
-  local total=0 pid
-  for pid in "$1" $(pgrep -P "$1" || true); do
-    [ -r "/proc/$pid/stat" ] || continue
-    total=$((total + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat")))
-  done
-  echo "$total"
-}
 rss_kib() {
   local total=0 pid
   for pid in "$1" $(pgrep -P "$1" || true); do

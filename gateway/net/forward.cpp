@@ -22,9 +22,6 @@ using admission::problem_body;
 
 namespace {
 
-/// Most bytes of an upstream's response head, and of its chunk metadata or trailers.
-constexpr std::size_t max_response_head = 64 * 1024;
-
 /// How one message's body is relayed, and its bounds.
 struct relay_bounds {
   std::chrono::nanoseconds read_timeout;   ///< for each read
@@ -186,6 +183,25 @@ void upstream_head(const request_parser& parser, const request_in_hand& r, conne
 
 }  // namespace
 
+bool idempotent(http::verb v) noexcept {
+  switch (v) {
+    case http::verb::get:
+    case http::verb::head:
+    case http::verb::options:
+    case http::verb::trace:
+    case http::verb::put:
+    case http::verb::delete_:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool closed_before_answer(const error_code& ec) noexcept {
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+}
+
 void record_response_violations(worker& w, const request_in_hand& r, const response_parser& rp) {
   const auto& res = rp.get();
   const auto& rules = r.snap->policy.violations();
@@ -307,29 +323,6 @@ task<bool> answer_failure(exchange& x, metrics::upstream_error kind, std::string
                             r.snap->config.limits.body_timeout,
                             x.parser.get().method() == http::verb::head};
   co_return co_await write_local(x.watch, x.sc, answer);
-}
-
-/// Whether RFC 9110 §9.2.2 lets a request be sent again after a failure: an idempotent method.
-bool idempotent(http::verb v) noexcept {
-  switch (v) {
-    case http::verb::get:
-    case http::verb::head:
-    case http::verb::options:
-    case http::verb::trace:
-    case http::verb::put:
-    case http::verb::delete_:
-      return true;
-    default:
-      return false;
-  }
-}
-
-/// Whether `ec` says the upstream closed the connection before any byte of an answer, the one
-/// failure of a pooled connection that may be retried: an unparseable answer or an unasked-for
-/// 101 says the upstream did see the request.
-bool closed_before_answer(const error_code& ec) noexcept {
-  return ec == http::error::end_of_stream || ec == asio::error::eof ||
-         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
 }
 
 /// Closes the upstream connection when the client goes away while the gateway waits for the

@@ -20,6 +20,17 @@ void record_violation(worker& w, const snapshot& snap, const admission::record& 
 void add_points(worker& w, const snapshot& snap, const admission::record& a, std::uint32_t points,
                 std::string_view event, core::nanos now);
 
+/// Most bytes of an upstream's response head, and of its chunk metadata or trailers.
+inline constexpr std::size_t max_response_head = 64 * 1024;
+
+/// Whether RFC 9110 §9.2.2 lets a request be sent again after a failure: an idempotent method.
+bool idempotent(http::verb v) noexcept;
+
+/// Whether `ec` says the upstream closed the connection before any byte of an answer, the one
+/// failure of a pooled connection that may be retried: an unparseable answer or an unasked-for
+/// 101 says the upstream did see the request.
+bool closed_before_answer(const error_code& ec) noexcept;
+
 /// The problem+json body of a 502 (`timeout` false) or 504 about upstream `name`.
 std::string upstream_problem(bool timeout, const std::string& name, const std::string& what);
 

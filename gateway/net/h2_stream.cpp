@@ -20,10 +20,6 @@ namespace {
 
 using admission::problem_body;
 
-/// Most bytes of an upstream's response head, and of its chunk metadata or trailers (as
-/// forward.cpp bounds them).
-constexpr std::size_t max_response_head = 64 * 1024;
-
 /// Response bytes a stream holds for its client before it reads more from its upstream.
 constexpr std::size_t max_out = 64 * 1024;
 
@@ -93,18 +89,6 @@ task<void> refuse(h2_connection& c, h2_stream& s, http::status status, const cha
   co_await answer(c, s, a);
 }
 
-/// Whether RFC 9110 §9.2.2 lets a request be sent again after a failure.
-bool idempotent(std::string_view m) noexcept {
-  return m == "GET" || m == "HEAD" || m == "OPTIONS" || m == "TRACE" || m == "PUT" || m == "DELETE";
-}
-
-/// Whether the upstream closed the connection before any byte of an answer (the one failure
-/// of a pooled connection that may be retried).
-bool closed_before_answer(const error_code& ec) noexcept {
-  return ec == http::error::end_of_stream || ec == asio::error::eof ||
-         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
-}
-
 /// The fields of the response `rp` named by its Trailer field, as "name: value" lines.
 void collect_trailers(const response_parser& rp, std::string& out) {
   const auto& res = rp.get();
@@ -160,7 +144,7 @@ task<void> forward_stream(h2_connection& c, h2_stream& s) {
        c.watch.stream.certificate_fields(),
        r.snap->certificate_fields});
   const bool head_request = s.method == "HEAD";
-  const bool replayable = !has_body && idempotent(s.method);
+  const bool replayable = !has_body && idempotent(http::string_to_verb(s.method));
   const auto exchange_start = std::chrono::steady_clock::now();
   std::unique_ptr<upstream_connection> conn;
   std::optional<response_parser> rp;
