@@ -4,8 +4,9 @@
 # one worker each, in one run on one machine.
 #
 # h2load (nghttp2-client) sends each REQUESTS requests on 4 connections, first one stream at a time per
-# connection (-m 1), then 100 concurrent streams per connection (-m 100); prints requests/s,
-# the CPU time per request of the process under test (and its workers), and the ratios. Then
+# connection (-m 1), then 100 concurrent streams per connection (-m 100), BENCH_ROUNDS (3) times
+# each, nginx and Tollgate in turn; prints the medians of requests/s and of the CPU time per
+# request of the process under test (and its workers), and their ratios. Then
 # memory per idle HTTP/2 connection: 1000 connections that sent the preface and SETTINGS and
 # got the server's, held open, the server's RSS before and after.
 #   usage: bench/http2.sh [REQUESTS per run, default 200000]
@@ -84,23 +85,8 @@ measure() { # port pid streams
      END { printf "%.0f %.1f %d\n", rps, (total > 0 ? ticks / hz * 1e6 / total : 0), total - ok }' \
     "$work/h2load.out"
 }
-for p in "$ng" "$tg"; do h2load -c2 -m10 -n2000 "http://127.0.0.1:$p/" >/dev/null 2>&1 || true; done
-
-echo "# bench/http2.sh $requests requests per run, h2load -t1 -c4, one worker each, $(date -u +%F)"
-printf '%-22s %10s %14s %8s\n' target 'req/s' 'cpu us/req' non2xx
-declare -A rps cpu
-for m in 1 100; do
-  for t in nginx tollgate; do
-    if [ "$t" = nginx ]; then port=$ng pid=$ngpid; else port=$tg pid=$tgpid; fi
-    read -r r c n < <(measure "$port" "$pid" "$m")
-    rps[$t.$m]=$r cpu[$t.$m]=$c
-    printf '%-22s %10s %14s %8s\n' "$t -m $m" "$r" "$c" "$n"
-  done
-  awk -v a="${rps[tollgate.$m]}" -v b="${rps[nginx.$m]}" -v c="${cpu[tollgate.$m]}" \
-    -v d="${cpu[nginx.$m]}" 'BEGIN { printf "%-22s %10.2f %14.2f\n", "tollgate/nginx -m '"$m"'", a / b, c / d }'
-done
-
-# Memory per idle HTTP/2 connection.
+# Memory per idle HTTP/2 connection, first: before any request, so that what the runs leave
+# (spare buffers, freed at a later connection) does not move the figure.
 idle() { # port pid
   local before after
   before=$(rss_kib "$2")
@@ -128,5 +114,30 @@ PY
   wait "$py" || true
   echo $(((after - before) * 1024 / 1000))
 }
-echo "memory per idle HTTP/2 connection (1000 held, RSS delta): nginx $(idle "$ng" "$ngpid") B," \
-  "tollgate $(idle "$tg" "$tgpid") B"
+idle_line="memory per idle HTTP/2 connection (1000 held, RSS delta): nginx $(idle "$ng" "$ngpid") B, tollgate $(idle "$tg" "$tgpid") B"
+
+for p in "$ng" "$tg"; do h2load -c2 -m10 -n2000 "http://127.0.0.1:$p/" >/dev/null 2>&1 || true; done
+
+rounds="${BENCH_ROUNDS:-3}"
+echo "# bench/http2.sh $requests requests per run, h2load -t1 -c4, one worker each," \
+  "medians of $rounds rounds (nginx and tollgate in turn), $(date -u +%F)"
+printf '%-22s %10s %14s %8s\n' target 'req/s' 'cpu us/req' non2xx
+median() { tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+for m in 1 100; do
+  declare -A rps=() cpu=() bad=()
+  for _ in $(seq "$rounds"); do
+    for t in nginx tollgate; do
+      if [ "$t" = nginx ]; then port=$ng pid=$ngpid; else port=$tg pid=$tgpid; fi
+      read -r r c n < <(measure "$port" "$pid" "$m")
+      rps[$t]+="$r " cpu[$t]+="$c " bad[$t]=$((${bad[$t]:-0} + n))
+    done
+  done
+  for t in nginx tollgate; do
+    rps[$t]=$(echo "${rps[$t]}" | median) cpu[$t]=$(echo "${cpu[$t]}" | median)
+    printf '%-22s %10s %14s %8s\n' "$t -m $m" "${rps[$t]}" "${cpu[$t]}" "${bad[$t]}"
+  done
+  awk -v a="${rps[tollgate]}" -v b="${rps[nginx]}" -v c="${cpu[tollgate]}" \
+    -v d="${cpu[nginx]}" 'BEGIN { printf "%-22s %10.2f %14.2f\n", "tollgate/nginx -m '"$m"'", a / b, c / d }'
+done
+
+echo "$idle_line"

@@ -420,46 +420,45 @@ ssize_t h2_connection::read_body(h2_stream& s, std::uint8_t* buf, std::size_t le
 
 void h2_connection::respond(h2_stream& s, std::string_view head, bool body) {
   // The head as rendered for an HTTP/1.1 client: its status from the status line, its fields
-  // with names in lowercase (RFC 9113 §8.2.1) and without those HTTP/2 forbids.
+  // with names in lowercase (RFC 9113 §8.2.1) and without those HTTP/2 forbids. Names are
+  // lowercased into `names`, sized first so that no pointer into it moves; values stay in
+  // `head`. nghttp2 copies both.
   std::string& names = s.sc->response_fields;  // free once the head is rendered
-  names.clear();
-  std::vector<nghttp2_nv> nv;
-  nv.reserve(24);
-  const auto first = head.find("\r\n");
-  const std::string_view status_line = head.substr(0, first);
-  const std::string_view code =
-      status_line.size() >= 12 ? status_line.substr(9, 3) : std::string_view("502");
-  s.status = static_cast<unsigned>((code[0] - '0') * 100 + (code[1] - '0') * 10 + (code[2] - '0'));
-  std::string_view rest = first == std::string_view::npos ? "" : head.substr(first + 2);
-  // Names are lowercased into `names`, reserved first so that no view moves.
-  names.reserve(head.size());
-  struct line {
-    std::size_t name_at, name_size;
-    std::string_view value;
+  names.resize(head.size());
+  char* to = names.data();
+  std::vector<nghttp2_nv>& nv = nv_;
+  nv.clear();
+  const char* at = head.data();
+  const char* const end = at + head.size();
+  // The end of the line that starts at `at` (its CR LF, or the end of the head).
+  auto line_end = [&] {
+    const void* lf = std::memchr(at, '\n', static_cast<std::size_t>(end - at));
+    return lf == nullptr ? end : static_cast<const char*>(lf);
   };
-  std::vector<line> lines;
-  lines.reserve(24);
-  while (!rest.empty()) {
-    const auto end = rest.find("\r\n");
-    const std::string_view l = rest.substr(0, end);
-    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 2);
-    const auto colon = l.find(':');
-    if (l.empty() || colon == std::string_view::npos) continue;
-    const std::string_view name = l.substr(0, colon);
-    if (connection_specific(name)) continue;
-    const std::size_t at = names.size();
-    for (char c : name)
-      names.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c));
-    lines.push_back({at, name.size(), core::trim(l.substr(colon + 1))});
-  }
+  const char* eol = line_end();
+  const std::string_view code =
+      eol - at >= 12 ? std::string_view(at + 9, 3) : std::string_view("502");
+  s.status = static_cast<unsigned>((code[0] - '0') * 100 + (code[1] - '0') * 10 + (code[2] - '0'));
   static constexpr std::string_view status_name = ":status";
   nv.push_back({reinterpret_cast<std::uint8_t*>(const_cast<char*>(status_name.data())),
                 reinterpret_cast<std::uint8_t*>(const_cast<char*>(code.data())), status_name.size(),
                 code.size(), NGHTTP2_NV_FLAG_NONE});
-  for (const auto& ln : lines) {
-    nv.push_back({reinterpret_cast<std::uint8_t*>(names.data() + ln.name_at),
-                  reinterpret_cast<std::uint8_t*>(const_cast<char*>(ln.value.data())), ln.name_size,
-                  ln.value.size(), NGHTTP2_NV_FLAG_NONE});
+  while (eol != end) {
+    at = eol + 1;
+    eol = line_end();
+    const char* const stop = eol != at && eol[-1] == '\r' ? eol - 1 : eol;
+    const void* colon = std::memchr(at, ':', static_cast<std::size_t>(stop - at));
+    if (colon == nullptr || colon == at) continue;
+    const std::string_view name(at, static_cast<std::size_t>(static_cast<const char*>(colon) - at));
+    if (connection_specific(name)) continue;
+    char* const lower = to;
+    for (const char c : name)
+      *to++ = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    const std::string_view value = core::trim(std::string_view(
+        name.data() + name.size() + 1, static_cast<std::size_t>(stop - at) - name.size() - 1));
+    nv.push_back({reinterpret_cast<std::uint8_t*>(lower),
+                  reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                  value.size(), NGHTTP2_NV_FLAG_NONE});
   }
   nghttp2_data_provider provider{};
   provider.read_callback = body_source;

@@ -189,6 +189,7 @@ class h2_connection : public std::enable_shared_from_this<h2_connection>,
   std::uint32_t block_frames_ = 0;                  ///< CONTINUATION frames of that block
   std::uint64_t max_header_bytes_ = 0;              ///< limits.max_header_bytes when it started
   std::uint32_t max_streams_ = 100;  ///< limits.max_concurrent_streams when it started
+  std::vector<nghttp2_nv> nv_;       ///< respond()'s fields for nghttp2, kept from one to the next
 };
 
 /// Serves stream `s` of `c` (h2_stream.cpp): admission, then the gateway's answer or the

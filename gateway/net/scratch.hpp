@@ -4,6 +4,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "gateway/net/address_slots.hpp"
 #include "gateway/net/asio.hpp"
 #include "gateway/net/beast_headers.hpp"
+#include "gateway/net/deadline.hpp"
 #include "gateway/net/messages.hpp"
 #include "gateway/net/snapshot.hpp"
 #include "gateway/net/upstream_pool.hpp"
@@ -96,27 +98,41 @@ struct connection_scratch {
 
 /// Scratch space of one worker's connections: taken when bytes of a request arrive, given back
 /// when the connection idles or its head trickles, so memory follows requests in hand rather
-/// than open connections. Keeps up to `max_spare` for reuse, frees the rest.
+/// than open connections. Keeps spares for reuse, up to `max_spare`, and frees those the
+/// worker did without for a second (at its next take: a worker that takes none keeps them).
 /// Thread safety: none needed; one worker's.
 class scratch_pool {
  public:
-  /// Most scratch blocks kept for reuse (each about 30-45 KiB, at most some 5.6 MiB a worker).
-  /// HTTP/1.1 connections between requests mostly keep theirs (await_request); each HTTP/2
-  /// stream takes one and gives it back, and at 16 spares 400 concurrent streams mapped and
-  /// unmapped a block for most of them (an eighth of their CPU in page faults, bench/http2.sh).
-  static constexpr std::size_t max_spare = 128;
+  /// Most scratch blocks kept for reuse (each about 30-45 KiB mapped, at most some 23 MiB a
+  /// worker, resident only as far as touched). HTTP/1.1 connections between requests mostly
+  /// keep theirs (await_request); each HTTP/2 stream takes one and gives it back, and a cap
+  /// below the streams in flight (400 at `h2load -c4 -m100`) had most streams map and unmap
+  /// a block: at 128, a fifth of their CPU went to mmap, munmap and page faults
+  /// (bench/http2.sh).
+  static constexpr std::size_t max_spare = 512;
+  /// Spares kept however long the worker does without them.
+  static constexpr std::size_t min_spare = 16;
   /// Most blocks in use before waiting connections give theirs back at once (await_request).
   static constexpr std::size_t max_kept_waiting = 64;
   /// Blocks taken and not given back.
   std::size_t in_use() const noexcept { return in_use_; }
-  /// A block with an empty buffer: a spare, or a new one.
-  std::unique_ptr<connection_scratch> take() {
+  /// Spares held now.
+  std::size_t spare() const noexcept { return spare_.size(); }
+  using clock = deadline_watch::clock;
+  /// A block with an empty buffer: a spare, or a new one. `now`: the time (for trim).
+  std::unique_ptr<connection_scratch> take(clock::time_point now = clock::now()) {
     ++in_use_;
+    trim(now);
+    taken_at_ = now;
     // Default-initialised, not value-initialised (make_unique would zero all 45 KiB first and
     // so make every page resident): the relay chunk and the arena are written before read.
-    if (spare_.empty()) return std::unique_ptr<connection_scratch>(new connection_scratch);
+    if (spare_.empty()) {
+      fewest_ = 0;
+      return std::unique_ptr<connection_scratch>(new connection_scratch);
+    }
     auto s = std::move(spare_.back());
     spare_.pop_back();
+    fewest_ = std::min(fewest_, spare_.size());
     return s;
   }
   /// Takes `s` back (its buffer must be empty). The request it held is let go, so that a
@@ -132,9 +148,25 @@ class scratch_pool {
     spare_.push_back(std::move(s));
   }
 
+  /// At most once a second (take calls it): frees the spares that sat unused since the last
+  /// trim (the fewest held at any time since; all of them when nothing was taken for a
+  /// second), down to min_spare, the coldest first.
+  void trim(clock::time_point now) {
+    if (now - trimmed_at_ < std::chrono::seconds(1)) return;
+    trimmed_at_ = now;
+    const std::size_t unused = now - taken_at_ >= std::chrono::seconds(1) ? spare_.size() : fewest_;
+    const std::size_t surplus =
+        std::min(unused, spare_.size() > min_spare ? spare_.size() - min_spare : 0);
+    spare_.erase(spare_.begin(), spare_.begin() + static_cast<std::ptrdiff_t>(surplus));
+    fewest_ = spare_.size();
+  }
+
  private:
   std::vector<std::unique_ptr<connection_scratch>> spare_;  ///< ready for reuse
   std::size_t in_use_ = 0;                                  ///< taken, not given back
+  std::size_t fewest_ = 0;          ///< fewest spares held since the last trim
+  clock::time_point trimmed_at_{};  ///< when spares were last trimmed
+  clock::time_point taken_at_{};    ///< when a block was last taken
 };
 
 }  // namespace tollgate::net
