@@ -6,9 +6,9 @@
 # h2load (nghttp2-client) sends each REQUESTS requests on 4 connections, first one stream at a time per
 # connection (-m 1), then 100 concurrent streams per connection (-m 100), BENCH_ROUNDS (3) times
 # each, nginx and Tollgate in turn; prints the medians of requests/s and of the CPU time per
-# request of the process under test (and its workers), and their ratios. Then
-# memory per idle HTTP/2 connection: 1000 connections that sent the preface and SETTINGS and
-# got the server's, held open, the server's RSS before and after.
+# request of the process under test (and its workers), and their ratios. And memory per idle
+# HTTP/2 connection: connections that sent the preface and SETTINGS and got the server's, held
+# open, the growth of the server's RSS from 1000 held to 2000.
 #   usage: bench/http2.sh [REQUESTS per run, default 200000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,7 +53,7 @@ cat > "$work/tollgate.yaml" <<YAML
 listeners: [{ name: public, address: 127.0.0.1, port: $tg, http2: true }]
 admin: { address: 127.0.0.1, port: 0 }
 workers: 1
-limits: { max_connections_per_address: 2000 }
+limits: { max_connections_per_address: 5000 }
 upstreams: { app: { endpoints: ["127.0.0.1:$up"], max_idle_connections: 512 } }
 default_route: { category: general, upstream: app }
 policies: [$PWD/bench/open-policy.yaml]
@@ -85,36 +85,49 @@ measure() { # port pid streams
      END { printf "%.0f %.1f %d\n", rps, (total > 0 ? ticks / hz * 1e6 / total : 0), total - ok }' \
     "$work/h2load.out"
 }
-# Memory per idle HTTP/2 connection, first: before any request, so that what the runs leave
-# (spare buffers, freed at a later connection) does not move the figure.
+# Memory per idle HTTP/2 connection, first, before any request (what the runs leave, spare
+# buffers freed at a later connection among it, would move the figure): the growth of the
+# server's RSS from 1000 connections held to 2000, so that what the first connections cost once
+# (the heap's first pages, the worker's read buffer) is not counted per connection.
 idle() { # port pid
-  local before after
-  before=$(rss_kib "$2")
-  /usr/bin/python3 - "$1" 1000 >"$work/idle.out" <<'PY' &
-import socket, sys, time
+  local first second
+  rm -f "$work/idle.go"
+  /usr/bin/python3 - "$1" 1000 "$work/idle.go" >"$work/idle.out" <<'PY' &
+import os, socket, sys, time
 import h2.config, h2.connection
-port, n = int(sys.argv[1]), int(sys.argv[2])
+port, n, go = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 held = []
-for _ in range(n):
-    s = socket.create_connection(("127.0.0.1", port))
-    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-    c.initiate_connection()
-    s.sendall(c.data_to_send())
-    s.settimeout(5)
-    c.receive_data(s.recv(65536))   # the server's SETTINGS
-    s.sendall(c.data_to_send())     # our ACK
-    held.append(s)
-print("open", flush=True)
+def hold(count):
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", port))
+        c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        c.initiate_connection()
+        s.sendall(c.data_to_send())
+        s.settimeout(5)
+        c.receive_data(s.recv(65536))   # the server's SETTINGS
+        s.sendall(c.data_to_send())     # our ACK
+        held.append(s)
+hold(n)
+print("first", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.05)
+hold(n)
+print("second", flush=True)
 time.sleep(8)
 PY
   local py=$!
-  for _ in $(seq 100); do grep -q open "$work/idle.out" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 200); do grep -q first "$work/idle.out" 2>/dev/null && break; sleep 0.1; done
   sleep 1
-  after=$(rss_kib "$2")
-  wait "$py" || true
-  echo $(((after - before) * 1024 / 1000))
+  first=$(rss_kib "$2")
+  touch "$work/idle.go"
+  for _ in $(seq 200); do grep -q second "$work/idle.out" 2>/dev/null && break; sleep 0.1; done
+  sleep 1
+  second=$(rss_kib "$2")
+  kill "$py" 2>/dev/null || true
+  wait "$py" 2>/dev/null || true
+  echo $(((second - first) * 1024 / 1000))
 }
-idle_line="memory per idle HTTP/2 connection (1000 held, RSS delta): nginx $(idle "$ng" "$ngpid") B, tollgate $(idle "$tg" "$tgpid") B"
+idle_line="memory per idle HTTP/2 connection (RSS growth from 1000 to 2000 held): nginx $(idle "$ng" "$ngpid") B, tollgate $(idle "$tg" "$tgpid") B"
 
 for p in "$ng" "$tg"; do h2load -c2 -m10 -n2000 "http://127.0.0.1:$p/" >/dev/null 2>&1 || true; done
 
@@ -122,7 +135,7 @@ rounds="${BENCH_ROUNDS:-3}"
 echo "# bench/http2.sh $requests requests per run, h2load -t1 -c4, one worker each," \
   "medians of $rounds rounds (nginx and tollgate in turn), $(date -u +%F)"
 printf '%-22s %10s %14s %8s\n' target 'req/s' 'cpu us/req' non2xx
-median() { tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 for m in 1 100; do
   declare -A rps=() cpu=() bad=()
   for _ in $(seq "$rounds"); do

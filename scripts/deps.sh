@@ -24,6 +24,11 @@ tollgate_test_packages=(
 command -v kubectl >/dev/null || tollgate_test_packages+=(kubernetes-client)
 tollgate_packages=("${tollgate_run_packages[@]}" "${tollgate_test_packages[@]}")
 
+# ccache's default 5 GB holds less than the five builds CI makes (test.sh's, clang.sh's,
+# sanitize.sh's, fuzz.sh's, the benchmarks'): each evicted the others' objects and a CI run
+# rebuilt most of Beast's translation units. Ours may use more unless the user said otherwise.
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-16G}"
+
 install_deps() {
   local missing=()
   for p in "${tollgate_packages[@]}"; do
