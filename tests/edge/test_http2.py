@@ -265,6 +265,23 @@ class Http2(unittest.TestCase):
         self.assertIn("400 succeeded, 0 failed, 0 errored", out.stdout, out.stdout)
         self.assertIn("status codes: 400 2xx", out.stdout, out.stdout)
 
+    def test_connections_one_after_another_each_serve_their_streams(self):
+        # Each closed connection gives back its stream table (a zeroed page from a region of
+        # its own, h2_connection.cpp), and the next connection takes it: a page handed out again
+        # that were not zeroed would leave the next session's table pointing at freed streams.
+        xff = client_address()
+        for n in range(30):
+            c = H2(self.gw.port)
+            try:
+                ids = [c.headers(f"/bulk/seq/{n}/{i}", xff) for i in range(3)]
+                self.assertTrue(c.pump(lambda: all(i in c.ended for i in ids)), n)
+            finally:
+                c.close()
+            for i in ids:
+                self.assertEqual(c.responses[i]["headers"][":status"], "200", n)
+                self.assertEqual(json.loads(c.responses[i]["body"])["target"],
+                                 f"/bulk/seq/{n}/{ids.index(i)}")
+
     # --- bodies ----------------------------------------------------------------------------
 
     def test_request_body_streamed_to_the_upstream(self):
