@@ -16,12 +16,8 @@ namespace {
 /// How long a connection waits for its next request with its scratch before giving it back.
 constexpr std::chrono::milliseconds idle_release{1000};
 
-/// Waits for the first bytes of the next request within `idle` and reads them into the
-/// connection's scratch, so that the header timeout bounds the head itself, not the pause
-/// between requests. Between requests (`between` true) the connection stands in the worker's
-/// idle list, the first closed when the worker is full; a connection idle for longer than
-/// `idle_release` (or at once when its worker has many blocks in use) waits without its
-/// scratch. False when the connection ended.
+}  // namespace
+
 task<bool> await_request(worker& w, deadline_watch& watch, std::unique_ptr<connection_scratch>& sc,
                          std::chrono::nanoseconds idle, bool between) {
   if (sc->buffer.size() > 0) co_return true;  // pipelined: the next request is already here
@@ -85,6 +81,8 @@ task<bool> await_request(worker& w, deadline_watch& watch, std::unique_ptr<conne
   sc->buffer.commit(n);
   co_return true;
 }
+
+namespace {
 
 /// Reads the PROXY protocol header that starts the connection within `timeout`, leaving the
 /// bytes after it in `buffer`, and replaces `peer` with the client it names (LOCAL and UNKNOWN

@@ -16,6 +16,16 @@ task<bool> open_connection(worker& w, deadline_watch& watch, connection_scratch&
                            core::address& peer, const listener_info& l, client_places& places,
                            std::shared_ptr<asio::ssl::context>& tls_context);
 
+/// Waits for the first bytes of the next request within `idle` and reads them into the
+/// connection's scratch, so that the header timeout bounds the head itself, not the pause
+/// before it. Between requests (`between` true) the connection stands in the worker's idle
+/// list, the first closed when the worker is full. A connection that waits longer than a
+/// second, or at once when its worker has many blocks in use, waits without its scratch (`sc`
+/// is null meanwhile and holds a block again when this returns true). False when the
+/// connection ended.
+task<bool> await_request(worker& w, deadline_watch& watch, std::unique_ptr<connection_scratch>& sc,
+                         std::chrono::nanoseconds idle, bool between);
+
 /// Phase 2: waits for the next request (`first`: the connection's first) and reads its head
 /// into a fresh parser. False when the connection ended; otherwise `rec` says how reading the
 /// head went (an error is answered by phase 3).

@@ -231,16 +231,28 @@ tunnel_setup hand_over(worker& w, std::unique_ptr<connection_scratch>& sc) {
 /// Whether a plain connection on a listener with http2 starts with HTTP/2's preface (h2c with
 /// prior knowledge, docs/design.md §17): its first bytes are read into the scratch, within the
 /// header timeout, until they tell. False, the bytes left for the HTTP/1.1 path, when they are
-/// not the preface or the connection ended.
-task<bool> starts_h2(worker& w, deadline_watch& watch, connection_scratch& sc) {
-  watch.client_for(w.current->config.limits.header_timeout);
+/// not the preface; false too when the connection ended, `sc` then perhaps null.
+task<bool> starts_h2(worker& w, deadline_watch& watch, std::unique_ptr<connection_scratch>& sc) {
+  using clock = deadline_watch::clock;
+  const auto until = clock::now() + w.current->config.limits.header_timeout;
   for (;;) {
-    const preface_match m = match_preface(view_of(sc.buffer));
+    const preface_match m = match_preface(view_of(sc->buffer));
     if (m == preface_match::yes) co_return true;
-    if (m == preface_match::no && sc.buffer.size() > 0) co_return false;
-    auto [ec, n] = co_await watch.client.async_read_some(sc.buffer.prepare(4096), use_tuple);
+    if (m == preface_match::no && sc->buffer.size() > 0) co_return false;
+    const auto left = until - clock::now();
+    if (left <= clock::duration::zero()) co_return false;
+    if (sc->buffer.size() == 0) {
+      // Nothing yet: waited for as an HTTP/1.1 connection waits for its first request, the
+      // scratch given back while it is silent (a silent connection held its 45 KiB block
+      // until header_timeout).
+      if (!co_await await_request(w, watch, sc, left, false)) co_return false;
+      continue;
+    }
+    // A part of the preface: the rest within the same header_timeout.
+    watch.client_for(left);
+    auto [ec, n] = co_await watch.client.async_read_some(sc->buffer.prepare(4096), use_tuple);
     if (ec) co_return false;
-    sc.buffer.commit(n);
+    sc->buffer.commit(n);
   }
 }
 
@@ -264,7 +276,10 @@ task<void> serve(worker& w, deadline_watch& watch, core::address peer, const lis
   if (l.http2) {
     // (No co_await inside a conditional expression: GCC 12 mishandles its temporaries.)
     bool h2 = watch.stream.alpn_h2();
-    if (!watch.stream.tls()) h2 = co_await starts_h2(w, watch, *sc);
+    if (!watch.stream.tls()) {
+      h2 = co_await starts_h2(w, watch, held.sc);
+      if (sc == nullptr || !watch.client.is_open()) co_return;  // it ended before a byte came
+    }
     if (h2) {
       co_await serve_h2(w, watch, held.sc, peer, l);
       co_return;
