@@ -38,8 +38,9 @@ void reload(const reload_context& r, reload_files files) {
         is->jwks_url == was->jwks_url) {
       next->jwt->set_keys(r.current->jwt->keys());
     }
-    r.server.publish(next);
-    r.current = std::move(next);
+    r.current = next;
+    if (r.settle) r.settle();  // before the workers have it: no request sees it unsettled
+    r.server.publish(std::move(next));
     // spdlog's level is one atomic, read by every logger call: it changes live. Set before the
     // line that says the configuration is in force (which is then true of the level too), and
     // that line written at the new level when it is above info, so that it is still seen.

@@ -2,6 +2,7 @@
 /// A configuration reload (SIGHUP, docs/design.md §2): the files read off the control thread, then
 /// put in force for requests that start afterwards, or logged and counted when they cannot be.
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,9 @@ struct reload_context {
   net::server& server;                            ///< where the new snapshot goes
   std::shared_ptr<const net::snapshot>& current;  ///< the snapshot in force; replaced
   core::log_file& access_log;                     ///< reopened, or pointed elsewhere
+  /// Called with `current` already the new snapshot and before any worker has it: what the
+  /// snapshot must carry from its first request (attack mode's levels, docs/design.md §16).
+  std::function<void()> settle = {};
 };
 
 /// What a reload read from the files: the configuration, or why there is none.

@@ -312,9 +312,9 @@ class gateway_process {
       }
       asio::post(control_, [this, files = std::move(files)]() mutable {
         reader_.join();
-        reload({path_, identity_key_, metrics_, *pow_, *server_, current_, access_log_},
+        reload({path_, identity_key_, metrics_, *pow_, *server_, current_, access_log_,
+                [this] { attack_->refresh(); }},
                std::move(files));
-        attack_->refresh();
         follow_jwks();
         notify_systemd("READY=1");
         reading_ = false;
@@ -363,9 +363,9 @@ class gateway_process {
       auto next =
           std::make_shared<const net::snapshot>(current_->config, identity_key_, metrics_, *pow_);
       if (next->jwt && current_->jwt) next->jwt->set_keys(current_->jwt->keys());
-      server_->publish(next);
-      current_ = std::move(next);
-      attack_->refresh();
+      current_ = next;
+      attack_->refresh();  // before the workers have it
+      server_->publish(std::move(next));
       follow_jwks();
       spdlog::info("acme: certificates installed");
     } catch (const std::exception& e) {
