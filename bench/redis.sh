@@ -115,14 +115,6 @@ done
 for name in memory redis; do pid[${name}_many]=${pid[$name]}; port[${name}_many]=${port[$name]}; done
 wait_port "$ng"
 
-cpu_ticks() {
-  local total=0 p
-  for p in "$1" $(pgrep -P "$1" || true); do
-    [ -r "/proc/$p/stat" ] || continue
-    total=$((total + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat")))
-  done
-  echo "$total"
-}
 evalsha_calls() { rcli info commandstats | awk -F'[=,:]' '/^cmdstat_evalsha:/ { print $3; found = 1 } END { if (!found) print 0 }'; }
 # wrk -> "rps p50 p99 non2xx cpu_us_per_request requests redis_calls"
 measure() { # name

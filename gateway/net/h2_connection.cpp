@@ -1,6 +1,7 @@
 #include "gateway/net/h2_connection.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -11,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "gateway/core/sanitizers.hpp"
 #include "gateway/core/text.hpp"
 #include "gateway/net/forward.hpp"
 
@@ -135,14 +137,8 @@ ssize_t body_source(nghttp2_session* session, std::int32_t id, std::uint8_t* buf
 // from a region reserved once instead, whose pages the kernel provides zeroed as they are
 // first written, and which are given back (MADV_DONTNEED: zeroed again, not resident) when
 // freed. Everything else, and every block once the region is used up, from the heap.
-// Under AddressSanitizer, the heap only: LeakSanitizer does not look inside mappings.
-#if defined(__SANITIZE_ADDRESS__)
-#define TOLLGATE_H2_HEAP_ONLY 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TOLLGATE_H2_HEAP_ONLY 1
-#endif
-#endif
+// Under AddressSanitizer, the heap only (core/sanitizers.hpp); likewise where pages are not
+// 4 KiB.
 
 class zero_pages {
  public:
@@ -173,14 +169,15 @@ class zero_pages {
   }
   /// Gives back page `p`, zeroed and not resident.
   void give(void* p) {
-    ::madvise(p, page, MADV_DONTNEED);
+    if (::madvise(p, page, MADV_DONTNEED) != 0) std::memset(p, 0, page);
     const std::lock_guard lock(mutex_);
     free_.push_back(p);
   }
 
  private:
   zero_pages() {
-#ifndef TOLLGATE_H2_HEAP_ONLY
+#ifndef TOLLGATE_ASAN
+    if (::sysconf(_SC_PAGESIZE) != static_cast<long>(page)) return;
     void* p = ::mmap(nullptr, page * reserved, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p != MAP_FAILED) base_ = static_cast<char*>(p);

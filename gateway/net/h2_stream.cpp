@@ -351,7 +351,6 @@ task<void> run_stream(std::shared_ptr<h2_connection> c, h2_stream& s) {
   const worker_count busy(w.in_flight);
   s.sc = w.scratch.take();
   connection_scratch& sc = *s.sc;
-  sc.arena.reset();  // the fields of the request it last served are gone with their parser
   request_in_hand& r = sc.request;
   r.snap = w.current;
   r.adm.route = nullptr;

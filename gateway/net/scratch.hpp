@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gateway/admission/admission.hpp"
+#include "gateway/core/sanitizers.hpp"
 #include "gateway/net/address_slots.hpp"
 #include "gateway/net/asio.hpp"
 #include "gateway/net/beast_headers.hpp"
@@ -51,16 +52,8 @@ struct connection_scratch {
   /// Blocks are mapped from the kernel rather than the heap: pages are resident only once
   /// touched (a request without a body never touches `body`), and a block freed after a burst
   /// of connections goes back to the system instead of staying in the heap.
-  /// Under AddressSanitizer they come from the heap: LeakSanitizer does not look inside
-  /// mappings, and would call what a block's strings own leaked.
-#if defined(__SANITIZE_ADDRESS__)
-#define TOLLGATE_SCRATCH_ON_HEAP 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TOLLGATE_SCRATCH_ON_HEAP 1
-#endif
-#endif
-#ifdef TOLLGATE_SCRATCH_ON_HEAP
+  /// Under AddressSanitizer they come from the heap (core/sanitizers.hpp).
+#ifdef TOLLGATE_ASAN
   static void* operator new(std::size_t n) {
     return ::operator new(n);
   }
@@ -144,6 +137,7 @@ class scratch_pool {
     s->upgraded.reset();
     s->tunnel_place = {};
     s->request.parser.reset();
+    s->arena.reset();  // its parsers are gone: the next user starts with the whole arena
     s->request.snap.reset();
     spare_.push_back(std::move(s));
   }
