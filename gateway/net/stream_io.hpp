@@ -34,6 +34,13 @@ task<error_code> read_more(Stream& s, beast::flat_buffer& buffer,
   if constexpr (std::is_same_v<Stream, client_stream> || std::is_same_v<Stream, upstream_stream>) {
     if (s.tls()) {
       std::tie(ec, n) = co_await s.tls_read_some(space);
+    } else if constexpr (std::is_same_v<Stream, upstream_stream>) {
+      // A pooled connection's read ahead is this read (upstream_stream::read_ahead).
+      if (s.reading_ahead()) {
+        std::tie(ec, n) = co_await s.async_take_ahead(space, use_tuple);
+      } else {
+        std::tie(ec, n) = co_await s.socket().async_read_some(space, use_tuple);
+      }
     } else {
       std::tie(ec, n) = co_await s.socket().async_read_some(space, use_tuple);
     }

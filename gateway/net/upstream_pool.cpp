@@ -12,11 +12,13 @@ using clock = std::chrono::steady_clock;
 
 /// Whether a pooled connection is as it was left: nothing to read and not closed. Bytes an
 /// upstream sent after a complete response would otherwise become the answer to the next
-/// request on it, perhaps another client's (nginx checks the same before reuse). One
-/// non-blocking peek, which fails with EAGAIN on a healthy connection.
-bool still_idle(tcp_socket& s) {
+/// request on it, perhaps another client's (nginx checks the same before reuse). A plain
+/// connection knows it without a system call, by its read ahead (upstream_stream::read_ahead);
+/// a TLS one is peeked at, which fails with EAGAIN on a healthy connection.
+bool still_idle(upstream_connection& c) {
+  if (!c.stream.tls()) return c.stream.ahead_untouched();
   char byte;
-  const ssize_t n = ::recv(s.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  const ssize_t n = ::recv(c.socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 }  // namespace
@@ -65,7 +67,7 @@ task<std::unique_ptr<upstream_connection>> upstream_pool::acquire(const snapshot
     auto c = std::move(es.idle.back());
     es.idle.pop_back();
     // Past the idle timeout the upstream has likely closed it already.
-    if (now - c->idle_since < idle_timeout && still_idle(c->socket)) {
+    if (now - c->idle_since < idle_timeout && still_idle(*c)) {
       c->reused = true;
       co_return c;
     }
@@ -134,6 +136,7 @@ void upstream_pool::release(const snapshot& s, std::unique_ptr<upstream_connecti
   keep_session(s, *c);
   if (es.idle.size() >= s.config.upstreams[c->upstream].max_idle_connections) return;
   c->idle_since = clock::now();
+  if (!c->stream.tls()) c->stream.read_ahead(c->buffer.prepare(c->buffer.capacity()));
   es.idle.push_back(std::move(c));
 }
 

@@ -19,6 +19,52 @@ struct upstream_stream::tls_state {
 upstream_stream::upstream_stream(tcp_socket& s) : socket_(s) {}
 upstream_stream::~upstream_stream() = default;
 
+/// Completes a read ahead: hands its result to the reader that took it, or keeps it (a
+/// connection waiting in its pool is thereby known to have changed). Move-only, so that Asio
+/// never destroys a copy while the read is pending. A read abandoned without completing (the
+/// worker's io_context destroyed while it was pending) also lets go of its taker, the
+/// coroutine that waits for it and owns the connection: nothing else would, and that
+/// coroutine holds this state through its connection.
+class upstream_stream::ahead_done {
+ public:
+  explicit ahead_done(std::shared_ptr<ahead_state> a) : a_(std::move(a)) {}
+  ahead_done(ahead_done&&) noexcept = default;
+  ahead_done(const ahead_done&) = delete;
+  ahead_done& operator=(const ahead_done&) = delete;
+  ~ahead_done() {
+    if (a_ != nullptr && a_->taken) {
+      auto abandoned = std::move(a_->taker);
+      a_->taken = false;
+    }
+  }
+  void operator()(error_code ec, std::size_t n) {
+    const std::shared_ptr<ahead_state> a = std::move(a_);
+    a->outstanding = false;
+    if (a->taken) {
+      a->taken = false;
+      auto taker = std::move(a->taker);
+      std::move(taker)(ec, n);
+    } else {
+      a->done = true;
+      a->ec = ec;
+      a->n = n;
+    }
+  }
+
+ private:
+  std::shared_ptr<ahead_state> a_;
+};
+
+void upstream_stream::read_ahead(asio::mutable_buffer room) {
+  BOOST_ASSERT(!tls() && !reading_ahead());
+  if (ahead_ == nullptr) ahead_ = std::make_shared<ahead_state>();
+  ahead_->outstanding = true;
+  ahead_->done = false;
+  ahead_->taken = false;
+  ahead_->room = room.data();
+  socket_.async_read_some(room, ahead_done(ahead_));
+}
+
 task<error_code> upstream_stream::handshake(asio::ssl::context& context, tls_peer peer,
                                             std::string& why) {
   auto state = std::make_unique<tls_state>(socket_, context);

@@ -57,10 +57,65 @@ class upstream_stream {
   /// sends its tickets after the handshake).
   tls_session session() const;
 
+  // The read ahead of a plain connection in its pool (upstream_pool). As the connection goes
+  // back to the pool a read is started and left pending: while the connection waits, its
+  // completion means the connection is no longer as it was left (bytes nobody asked for, or
+  // its end: nginx watches idle upstream connections the same way, by their read events), and
+  // once the connection is taken again the same read brings the response. One non-blocking
+  // read as the connection goes back, where a check before reuse (a peek) and a first read
+  // that finds nothing yet cost two system calls per exchange.
+
+  /// Starts the read ahead into `room` (the free room of the connection's empty buffer, which
+  /// must stay where it is until the read is taken). Plain connections only.
+  void read_ahead(asio::mutable_buffer room);
+  /// Whether a read ahead is pending and nothing has come: the connection is as it was left.
+  bool ahead_untouched() const noexcept {
+    return ahead_ != nullptr && ahead_->outstanding && !ahead_->done;
+  }
+  /// Whether a read ahead awaits its taker (pending, or completed and not yet taken).
+  bool reading_ahead() const noexcept {
+    return ahead_ != nullptr && !ahead_->taken && (ahead_->outstanding || ahead_->done);
+  }
+  /// Takes the read ahead as the next read: completes with what it read into the room it was
+  /// given, which is `room` (checked), at once if it has completed already.
+  template <class Token>
+  auto async_take_ahead(asio::mutable_buffer room, Token&& token) {
+    BOOST_ASSERT(reading_ahead() && room.data() == ahead_->room);
+    (void)room;
+    return asio::async_initiate<Token, void(error_code, std::size_t)>(
+        [](auto handler, ahead_state* a, const executor& ex) {
+          if (a->done) {
+            a->done = false;
+            asio::post(ex, asio::append(std::move(handler), a->ec, a->n));
+          } else {
+            a->taken = true;
+            // Not assigned: Boost 1.81's move assignment of any_completion_handler recurses
+            // without end (it copies through its converting constructor).
+            taker_type(std::move(handler)).swap(a->taker);
+          }
+        },
+        token, ahead_.get(), socket_.get_executor());
+  }
+
  private:
   struct tls_state;
+  using taker_type = asio::any_completion_handler<void(error_code, std::size_t)>;
+  /// A read ahead's state, shared with its completion handler (the connection may be gone
+  /// when the read completes).
+  struct ahead_state {
+    bool outstanding = false;    ///< the read is pending in the reactor
+    bool taken = false;          ///< a reader waits for it (taker)
+    bool done = false;           ///< it completed with nobody waiting: ec and n hold the result
+    const void* room = nullptr;  ///< where it reads to
+    error_code ec;               ///< see done
+    std::size_t n = 0;           ///< see done
+    taker_type taker;            ///< see taken
+  };
+  /// The read's completion handler.
+  class ahead_done;
   tcp_socket& socket_;
-  std::unique_ptr<tls_state> tls_;  ///< set by a successful handshake
+  std::unique_ptr<tls_state> tls_;      ///< set by a successful handshake
+  std::shared_ptr<ahead_state> ahead_;  ///< made at the connection's first read ahead
 };
 
 }  // namespace tollgate::net

@@ -242,6 +242,66 @@ TEST_CASE("bytes an upstream sends after a response never answer another request
   CHECK(up.connections() == 2);
 }
 
+TEST_CASE("an upstream that closes its idle connections costs no request",
+          "[integration][hostile]") {
+  // Every connection answers one request as if it were kept alive, then closes: the gateway
+  // learns of the close while the connection waits in its pool (its read ahead ends) and does
+  // not send the next request there. A POST, which is never retried, shows it: written to a
+  // closed connection it would get 502.
+  echo_server echo;
+  fault_upstream up([&](int fd, int n) {
+    std::string rest;
+    if (fault_upstream::read_head(fd, rest).empty()) return;
+    const std::string mine = "conn" + std::to_string(n);
+    fault_upstream::write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: " +
+                                      std::to_string(mine.size()) + "\r\n\r\n" + mine);
+  });
+  gateway gw(gateway_yaml(up.port, default_limits), policy_yaml, echo.port);
+  for (int i = 0; i < 5; ++i) {
+    INFO(i);
+    const auto r =
+        request(gw.port, "POST /fault/pay HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi");
+    CHECK(r.status == 200);
+    CHECK(r.body == "conn" + std::to_string(i));  // each on a connection of its own
+  }
+}
+
+TEST_CASE("an early answer on a pooled connection reaches the client", "[integration][hostile]") {
+  // The second request on a pooled connection is a large upload the upstream answers before
+  // reading it, then closes: the answer arrives while the gateway is still writing the body,
+  // and completes the connection's read ahead before anyone reads it.
+  echo_server echo;
+  fault_upstream up([](int fd, int) {
+    std::string rest;
+    if (fault_upstream::read_head(fd, rest).empty()) return;
+    fault_upstream::write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    if (fault_upstream::read_head(fd, rest).empty()) return;
+    const std::string body = R"({"error":"too large"})";
+    fault_upstream::write_all(fd,
+                              "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\n"
+                              "Content-Length: " +
+                                  std::to_string(body.size()) + "\r\n\r\n" + body);
+  });
+  gateway gw(gateway_yaml(up.port, default_limits), policy_yaml, echo.port);
+  REQUIRE(request(gw.port, get("/fault/prime")).body == "ok");  // pools the connection
+  raw_client c(gw.port);
+  const std::size_t length = 8u << 20;
+  c.send("POST /fault/upload HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(length) +
+         "\r\n\r\n");
+  std::thread sender([&] {
+    const std::string piece(64 * 1024, 'b');
+    for (std::size_t sent = 0; sent < length && c.send(piece); sent += piece.size()) {
+    }
+  });
+  const auto r = c.read_response(5s);
+  ::shutdown(c.fd(), SHUT_RDWR);
+  sender.join();
+  CHECK(r.status == 413);
+  CHECK(r.body == R"({"error":"too large"})");
+  CHECK(up.connections() == 1);  // it was the pooled connection
+  CHECK(serving(gw));
+}
+
 TEST_CASE("a non-idempotent request is never sent twice, an idempotent one is retried once",
           "[integration][hostile]") {
   echo_server echo;
