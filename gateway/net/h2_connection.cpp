@@ -58,7 +58,7 @@ h2_stream::h2_stream(h2_connection& c, std::int32_t stream_id)
 }
 
 h2_stream::~h2_stream() {
-  if (watch) watch->end();
+  if (watch) conn.keep_watch(std::move(watch));
   if (sc) {
     sc->buffer.clear();
     conn.w.scratch.give(std::move(sc));
@@ -276,8 +276,31 @@ h2_connection::h2_connection(worker& wk, deadline_watch& dw, const listener_info
 
 h2_connection::~h2_connection() {
   // Streams first: their destructors give back scratch; nghttp2's stream data points at them.
+  closing_ = true;
   streams_.clear();
+  if (spare_watch_) spare_watch_->end();
   nghttp2_session_del(session_);
+}
+
+std::shared_ptr<deadline_watch> h2_connection::take_watch() {
+  if (spare_watch_) return std::move(spare_watch_);
+  auto made = std::make_shared<deadline_watch>(watch.client, watch.stream);
+  // Only upstream phases are watched; a client phase never runs out there (h2_stream.cpp).
+  made->on_due = [](void*) {};
+  start_watchdog(made);
+  return made;
+}
+
+void h2_connection::keep_watch(std::shared_ptr<deadline_watch> kept) noexcept {
+  if (spare_watch_ || closing_) {
+    kept->end();
+    return;
+  }
+  // At rest: nothing comes due until the next stream's upstream phase.
+  kept->at = deadline_watch::clock::time_point::max();
+  kept->upstream = nullptr;
+  kept->upstream_timed_out = false;
+  spare_watch_ = std::move(kept);
 }
 
 int h2_connection::on_begin_frame(const nghttp2_frame_hd& hd) {
@@ -557,14 +580,17 @@ void h2_connection::respond(h2_stream& s, std::string_view head, bool body) {
   s.submitted = true;
   if (!body) s.out_done = true;
   nghttp2_submit_response(session_, s.id, nv.data(), nv.size(), body ? &provider : nullptr);
-  wake_writer();
+  // A body still to come is sent with its first bytes (resume()), in the same write.
+  if (!body || s.out_end || !s.body_out.empty()) send_soon();
 }
 
 void h2_connection::resume(h2_stream& s) {
-  if (s.closed || !s.deferred) return;
-  s.deferred = false;
-  nghttp2_session_resume_data(session_, s.id);
-  wake_writer();
+  if (s.closed) return;
+  if (s.deferred) {
+    s.deferred = false;
+    nghttp2_session_resume_data(session_, s.id);
+  }
+  send_soon();
 }
 
 void h2_connection::consumed(h2_stream& s, std::size_t n) {
@@ -605,6 +631,12 @@ void h2_connection::finished(h2_stream& s) {
 }
 
 void h2_connection::wake_writer() noexcept {
+  // Nothing to send and the session not at its end (when the writer closes the sending side):
+  // the writer stays asleep, not woken through the scheduler for nothing.
+  if (out_at_ == out_.size() && nghttp2_session_want_write(session_) == 0 &&
+      nghttp2_session_want_read(session_) != 0) {
+    return;
+  }
   wake_pending_ = true;
   wake_.cancel();
 }

@@ -119,9 +119,12 @@ class h2_connection : public std::enable_shared_from_this<h2_connection>,
   // For streams (h2_stream.cpp).
   /// Submits the response head `head` (an HTTP/1.1 status line and fields, as the gateway
   /// renders them for HTTP/1.1 clients: connection-specific fields are dropped, names
-  /// lowercased) for `s`, with a body (`body`: body_out is read) or without.
+  /// lowercased) for `s`, with a body (`body`: body_out is read) or without. A body not in
+  /// body_out yet is sent with its first bytes: resume() when they come (or before waiting
+  /// for them).
   void respond(h2_stream& s, std::string_view head, bool body);
-  /// body_out of `s` grew, or ended: nghttp2 sends on.
+  /// body_out of `s` grew, or ended, or what was submitted should go before a wait: nghttp2
+  /// sends on.
   void resume(h2_stream& s);
   /// `n` bytes of the request body of `s` were passed on: the client may send that many more.
   void consumed(h2_stream& s, std::size_t n);
@@ -129,6 +132,12 @@ class h2_connection : public std::enable_shared_from_this<h2_connection>,
   void reset(h2_stream& s, std::uint32_t code);
   /// The coroutine of `s` has ended: `s` goes.
   void finished(h2_stream& s);
+  /// A watch over a stream's upstream phases, its watchdog running: the one a finished stream
+  /// left, else a new one. One per connection in the usual case, not one (and its timer's arming
+  /// and cancelling) per stream.
+  std::shared_ptr<deadline_watch> take_watch();
+  /// A finished stream's watch: kept for the next stream (one), ended otherwise.
+  void keep_watch(std::shared_ptr<deadline_watch> watch) noexcept;
   /// A stream completed honestly (a response sent whole).
   void completed() noexcept { ++honest_; }
   /// The gateway is going away (tunnel_list::member): GOAWAY NO_ERROR naming the last stream
@@ -157,8 +166,13 @@ class h2_connection : public std::enable_shared_from_this<h2_connection>,
   /// The writer: sends what nghttp2 has to send whenever there is some, until the session
   /// wants nothing more.
   task<void> writer(std::shared_ptr<h2_connection> self);
-  /// Wakes the writer.
+  /// Wakes the writer, when it has something to send or the session has ended.
   void wake_writer() noexcept;
+  /// Sends what nghttp2 has to send: at once when the connection serves one stream (plain,
+  /// outside nghttp2's callbacks, the writer idle), by the writer otherwise.
+  void send_soon();
+  /// Takes up to write_gather bytes from nghttp2 into out_.
+  void gather();
   /// Ends the connection for `why` with GOAWAY ENHANCE_YOUR_CALM (PROTOCOL_ERROR for a
   /// protocol error): counted, and a violation for its client.
   void calm(h2_abuse why);
@@ -180,6 +194,8 @@ class h2_connection : public std::enable_shared_from_this<h2_connection>,
   bool goaway_due_ = false;          ///< the connection ends after what is queued is sent
   h2_abuse abuse_ = h2_abuse::none;  ///< why it was ended, if for abuse
   std::string out_;                  ///< bytes being written
+  std::size_t out_at_ = 0;           ///< of out_, written (what send_soon left to the writer)
+  bool receiving_ = false;           ///< within nghttp2_session_mem_recv (its callbacks)
   // The abuse guard (docs/design.md §17).
   std::uint64_t premature_ = 0;  ///< streams reset by the client before their response ended
   std::uint64_t honest_ = 0;     ///< streams whose response was sent whole
@@ -190,6 +206,8 @@ class h2_connection : public std::enable_shared_from_this<h2_connection>,
   std::uint64_t max_header_bytes_ = 0;              ///< limits.max_header_bytes when it started
   std::uint32_t max_streams_ = 100;  ///< limits.max_concurrent_streams when it started
   std::vector<nghttp2_nv> nv_;       ///< respond()'s fields for nghttp2, kept from one to the next
+  std::shared_ptr<deadline_watch> spare_watch_;  ///< see take_watch
+  bool closing_ = false;                         ///< being destroyed: watches are ended
 };
 
 /// Serves stream `s` of `c` (h2_stream.cpp): admission, then the gateway's answer or the

@@ -22,6 +22,41 @@ void spawn_stream(std::shared_ptr<h2_connection> c, h2_stream& s) {
   asio::co_spawn(io, run_stream(std::move(c), s), asio::detached);
 }
 
+void h2_connection::gather() {
+  out_.clear();
+  out_at_ = 0;
+  while (out_.size() < write_gather) {
+    const std::uint8_t* data = nullptr;
+    const ssize_t n = nghttp2_session_mem_send(session_, &data);
+    if (n <= 0) break;
+    out_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+  }
+}
+
+void h2_connection::send_soon() {
+  // A connection serving one stream sends its frames at once: nothing else would join the
+  // write, and the writer's wake-up would cost a trip through the scheduler (and the stream's
+  // wait for its response to be taken another). Not from within nghttp2's callbacks, which must
+  // not send; not over TLS, whose writes are the writer's; not while the writer writes.
+  if (streams_.size() != 1 || receiving_ || writing_ || writer_done_ || out_at_ != out_.size() ||
+      watch.stream.tls()) {
+    wake_writer();
+    return;
+  }
+  gather();
+  if (!out_.empty()) {
+    asio::const_buffer piece = asio::buffer(out_);
+    std::span<asio::const_buffer> rest(&piece, 1);
+    if (write_now(watch.client, rest)) {
+      watch.close_client();  // the client is gone: the reader sees the end
+      return;
+    }
+    // What the socket did not take, the writer writes when it can.
+    out_at_ = rest.empty() ? out_.size() : out_.size() - rest.front().size();
+  }
+  wake_writer();  // for the rest, if any, or for the end of the connection
+}
+
 task<void> h2_connection::writer([[maybe_unused]] std::shared_ptr<h2_connection> self) {
   struct done {
     h2_connection& c;
@@ -32,19 +67,16 @@ task<void> h2_connection::writer([[maybe_unused]] std::shared_ptr<h2_connection>
   } const ending{*this};
   for (;;) {
     wake_pending_ = false;
-    out_.clear();
-    while (out_.size() < write_gather) {
-      const std::uint8_t* data = nullptr;
-      const ssize_t n = nghttp2_session_mem_send(session_, &data);
-      if (n <= 0) break;
-      out_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
-    }
-    if (!out_.empty()) {
+    // What send_soon could not write at once goes first.
+    if (out_at_ == out_.size()) gather();
+    if (out_at_ < out_.size()) {
       writing_ = true;
       watch.client_for(w.current->config.limits.body_timeout);
-      asio::const_buffer piece = asio::buffer(out_);
+      asio::const_buffer piece = asio::buffer(out_.data() + out_at_, out_.size() - out_at_);
       const error_code ec = co_await write_all(watch.stream, std::span(&piece, 1));
       writing_ = false;
+      out_.clear();
+      out_at_ = 0;
       if (ec) co_return;  // the reader sees the socket's end too
       arm();
       continue;
@@ -78,8 +110,10 @@ task<void> h2_connection::run(std::string initial) {
   } const unhooking{*this};
   asio::co_spawn(w.io, writer(self), asio::detached);
   auto feed = [&](const char* data, std::size_t n) {
+    receiving_ = true;
     const ssize_t rv =
         nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(data), n);
+    receiving_ = false;
     if (rv < 0) {
       calm(rv == NGHTTP2_ERR_FLOODED                  ? h2_abuse::flood
            : rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ? h2_abuse::header_block

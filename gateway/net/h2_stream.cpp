@@ -34,15 +34,10 @@ void time_out(h2_stream& s) {
   }
 }
 
-/// The stream's watch over its upstream phases, made when it is forwarded. Between phases it
-/// rests (rest()): nothing comes due.
+/// The stream's watch over its upstream phases, taken when it is forwarded (a client phase
+/// never runs out there: see sleep). Between phases it rests (rest()): nothing comes due.
 deadline_watch& watch_of(h2_stream& s) {
-  if (!s.watch) {
-    s.watch = std::make_shared<deadline_watch>(s.conn.watch.client, s.conn.watch.stream);
-    // Only upstream phases are watched; a client phase never runs out here (see sleep).
-    s.watch->on_due = [](void*) {};
-    start_watchdog(s.watch);
-  }
+  if (!s.watch) s.watch = s.conn.take_watch();
   return *s.watch;
 }
 
@@ -276,7 +271,8 @@ task<void> forward_stream(h2_connection& c, h2_stream& s) {
   const unsigned status = rp->get().result_int();
   const bool body = !head_request && status != 204 && status != 304 && !rp->is_done();
   c.respond(s, sc.head, body);
-  // The body, as the client's window lets it go: no more than max_out held at once.
+  // The body, as the client's window lets it go: no more than max_out held at once. The head
+  // goes with its first bytes.
   while (body && !rp->is_done()) {
     auto& b = rp->get().body();
     b.data = sc.body.data();
@@ -286,6 +282,7 @@ task<void> forward_stream(h2_connection& c, h2_stream& s) {
       if (conn->buffer.size() >= max_response_head) ec = http::error::header_limit;
       if (!ec) {
         if (conn->buffer.capacity() < sc.body.size()) conn->buffer.reserve(sc.body.size());
+        c.resume(s);  // what the client can have goes before the wait (the head, at first)
         watch.upstream_for(&conn->socket, upstream.response_timeout);
         ec = co_await read_more(conn->stream, conn->buffer, *rp);
         rest(watch);
@@ -298,10 +295,9 @@ task<void> forward_stream(h2_connection& c, h2_stream& s) {
       co_return;
     }
     const std::size_t n = sc.body.size() - b.size;
-    if (n > 0) {
-      s.body_out.append(sc.body.data(), n);
-      c.resume(s);
-    }
+    if (n > 0) s.body_out.append(sc.body.data(), n);
+    if (rp->is_done()) break;  // the last bytes go with the end of the stream (below)
+    if (n > 0) c.resume(s);
     while (s.body_out.size() - s.out_at >= max_out && !s.closed)
       co_await sleep(s, limits.body_timeout);
     if (s.closed) co_return;

@@ -362,6 +362,30 @@ class Http2(unittest.TestCase):
         finally:
             c.close()
 
+    def test_a_large_answer_to_a_client_that_reads_late_arrives_whole(self):
+        # One stream on the connection: its frames are written at once, as far as the socket
+        # takes them. The client's windows are wide open and it reads nothing for half a second
+        # (body_timeout is 1 s), so the kernel's buffers fill: what a write left over goes out
+        # later, in order.
+        window = 2**31 - 1
+        c = H2(self.gw.port, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+        size = 8_000_000
+        try:
+            c.conn.increment_flow_control_window(window - 65535)
+            c.flush()
+            sid = c.headers(f"/bulk/late?size={size}", client_address())
+            time.sleep(0.5)
+            self.assertTrue(c.pump(lambda: sid in c.ended, timeout=20))
+            # And the connection serves on.
+            r = c.get("/bulk/after?size=100", client_address())
+            self.assertEqual(r["body"], bytes(ord("a") + i % 26 for i in range(100)))
+        finally:
+            c.close()
+        body = c.responses[sid]["body"]
+        self.assertEqual(len(body), size)
+        pattern = bytes(ord("a") + i % 26 for i in range(26)) * (size // 26 + 1)
+        self.assertEqual(body, pattern[:size])
+
     # --- TLS ---------------------------------------------------------------------------------
 
     def test_alpn_offers_h2_and_http_1_1(self):
