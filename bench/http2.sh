@@ -10,6 +10,9 @@
 # HTTP/2 connection: connections that sent the preface and SETTINGS and got the server's, held
 # open, the growth of the server's RSS from 1000 held to 2000.
 #   usage: bench/http2.sh [REQUESTS per run, default 200000]
+#   BENCH_PIN=1: the server under test on CPU 1, h2load and the upstream on CPU 0 (on a 2-core
+#   machine, each server then has a core to itself, as it would in production, and the figures
+#   do not depend on where the scheduler happens to put the three processes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh
@@ -17,7 +20,9 @@ requests="${1:-200000}"
 bench_setup nginx-light nghttp2-client python3-h2
 
 up=$(free_port); ng=$(free_port); tg=$(free_port)
-build/tollgate-echo --port "$up" --threads 1 >/dev/null & pids+=($!)
+server=() client=()
+if [ "${BENCH_PIN:-0}" = 1 ]; then server=(taskset -c 1) client=(taskset -c 0); fi
+"${client[@]}" build/tollgate-echo --port "$up" --threads 1 >/dev/null & pids+=($!)
 wait_port "$up"
 
 cat > "$work/nginx.conf" <<NGINX
@@ -47,7 +52,7 @@ http {
   }
 }
 NGINX
-nginx -p "$work" -c "$work/nginx.conf" -g 'daemon off;' & pids+=($!)
+"${server[@]}" nginx -p "$work" -c "$work/nginx.conf" -g 'daemon off;' & pids+=($!)
 ngpid=$!
 cat > "$work/tollgate.yaml" <<YAML
 listeners: [{ name: public, address: 127.0.0.1, port: $tg, http2: true }]
@@ -59,7 +64,7 @@ default_route: { category: general, upstream: app }
 policies: [$PWD/bench/open-policy.yaml]
 logging: { level: warn }
 YAML
-build/tollgate --config "$work/tollgate.yaml" >"$work/tollgate.log" 2>&1 & pids+=($!)
+"${server[@]}" build/tollgate --config "$work/tollgate.yaml" >"$work/tollgate.log" 2>&1 & pids+=($!)
 tgpid=$!
 wait_port "$ng"
 wait_port "$tg"
@@ -76,7 +81,8 @@ rss_kib() {
 measure() { # port pid streams
   local before after
   before=$(cpu_ticks "$2")
-  h2load -t1 -c4 -m"$3" -n"$requests" "http://127.0.0.1:$1/api/profiles/x" >"$work/h2load.out" 2>&1
+  "${client[@]}" h2load -t1 -c4 -m"$3" -n"$requests" "http://127.0.0.1:$1/api/profiles/x" \
+    >"$work/h2load.out" 2>&1
   after=$(cpu_ticks "$2")
   cp "$work/h2load.out" "$work/h2load-$1-$3.out"
   awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
@@ -133,7 +139,8 @@ for p in "$ng" "$tg"; do h2load -c2 -m10 -n2000 "http://127.0.0.1:$p/" >/dev/nul
 
 rounds="${BENCH_ROUNDS:-3}"
 echo "# bench/http2.sh $requests requests per run, h2load -t1 -c4, one worker each," \
-  "medians of $rounds rounds (nginx and tollgate in turn), $(date -u +%F)"
+  "medians of $rounds rounds (nginx and tollgate in turn), $(date -u +%F)" \
+  "$([ "${BENCH_PIN:-0}" = 1 ] && echo "(pinned: servers on CPU 1, h2load and the upstream on CPU 0)")"
 printf '%-22s %10s %14s %8s\n' target 'req/s' 'cpu us/req' non2xx
 median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 for m in 1 100; do
