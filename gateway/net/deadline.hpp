@@ -50,6 +50,11 @@ struct deadline_watch {
   }
   /// The upstream connection of the current phase is going away: forget it.
   void drop_upstream() { upstream = nullptr; }
+  /// No phase runs: nothing comes due (an HTTP/2 connection between its streams' phases).
+  void rest() {
+    at = clock::time_point::max();
+    upstream = nullptr;
+  }
   /// Within `d` (the watchdog's granularity: up to a second later) the client's pending read
   /// is cancelled and `released` set, so that an idle connection can give back its buffers;
   /// nanoseconds::max() takes that back.

@@ -297,8 +297,7 @@ void h2_connection::keep_watch(std::shared_ptr<deadline_watch> kept) noexcept {
     return;
   }
   // At rest: nothing comes due until the next stream's upstream phase.
-  kept->at = deadline_watch::clock::time_point::max();
-  kept->upstream = nullptr;
+  kept->rest();
   kept->upstream_timed_out = false;
   spare_watch_ = std::move(kept);
 }
@@ -649,8 +648,7 @@ void h2_connection::arm() {
   } else if (streams_.empty()) {
     watch.client_for(honest_ + premature_ == 0 ? limits.header_timeout : limits.keepalive_timeout);
   } else {
-    watch.at = deadline_watch::clock::time_point::max();
-    watch.upstream = nullptr;
+    watch.rest();
   }
 }
 

@@ -52,7 +52,11 @@ void h2_connection::send_soon() {
       return;
     }
     // What the socket did not take, the writer writes when it can.
-    out_at_ = rest.empty() ? out_.size() : out_.size() - rest.front().size();
+    if (rest.empty()) {
+      out_.clear();
+    } else {
+      out_at_ = out_.size() - rest.front().size();
+    }
   }
   wake_writer();  // for the rest, if any, or for the end of the connection
 }

@@ -35,16 +35,10 @@ void time_out(h2_stream& s) {
 }
 
 /// The stream's watch over its upstream phases, taken when it is forwarded (a client phase
-/// never runs out there: see sleep). Between phases it rests (rest()): nothing comes due.
+/// never runs out there: see sleep). Between phases it rests (deadline_watch::rest).
 deadline_watch& watch_of(h2_stream& s) {
   if (!s.watch) s.watch = s.conn.take_watch();
   return *s.watch;
-}
-
-/// The upstream phase of `watch` is over.
-void rest(deadline_watch& watch) {
-  watch.at = deadline_watch::clock::time_point::max();
-  watch.upstream = nullptr;
 }
 
 /// Waits until the stream is woken (notify), or for `timeout`, the client's time for what it
@@ -173,7 +167,7 @@ task<void> forward_stream(h2_connection& c, h2_stream& s) {
   for (int attempt = 0;; ++attempt) {
     connect_failure why;
     conn = co_await w.pool.acquire(*r.snap, r.adm.route->upstream, watch, why);
-    rest(watch);
+    watch.rest();
     if (s.closed) co_return;
     if (!conn) {
       const bool timeout = why == connect_failure::timeout;
@@ -223,7 +217,7 @@ task<void> forward_stream(h2_connection& c, h2_stream& s) {
       }
       watch.upstream_for(&conn->socket, upstream.response_timeout);
       ec = co_await write_all(conn->stream, std::span(pieces.data(), k));
-      rest(watch);
+      watch.rest();
       head_sent = true;
       s.body_in.clear();
       c.consumed(s, n);
@@ -239,7 +233,7 @@ task<void> forward_stream(h2_connection& c, h2_stream& s) {
       if (head_request) rp->skip(true);
       watch.upstream_for(&conn->socket, upstream.response_timeout);
       ec = co_await read_head(conn->stream, conn->buffer, *rp);
-      rest(watch);
+      watch.rest();
       const unsigned status = ec ? 0 : rp->get().result_int();
       if (status == 101) ec = asio::error::operation_not_supported;
       if (ec || status >= 200) break;
@@ -285,7 +279,7 @@ task<void> forward_stream(h2_connection& c, h2_stream& s) {
         c.resume(s);  // what the client can have goes before the wait (the head, at first)
         watch.upstream_for(&conn->socket, upstream.response_timeout);
         ec = co_await read_more(conn->stream, conn->buffer, *rp);
-        rest(watch);
+        watch.rest();
         if (!ec) parse_buffered(*rp, conn->buffer, ec);
       }
     }

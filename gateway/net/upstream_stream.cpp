@@ -32,17 +32,13 @@ class upstream_stream::ahead_done {
   ahead_done(const ahead_done&) = delete;
   ahead_done& operator=(const ahead_done&) = delete;
   ~ahead_done() {
-    if (a_ != nullptr && a_->taken) {
-      auto abandoned = std::move(a_->taker);
-      a_->taken = false;
-    }
+    if (a_ != nullptr && a_->taker) taker_type abandoned(std::move(a_->taker));
   }
   void operator()(error_code ec, std::size_t n) {
     const std::shared_ptr<ahead_state> a = std::move(a_);
     a->outstanding = false;
-    if (a->taken) {
-      a->taken = false;
-      auto taker = std::move(a->taker);
+    if (a->taker) {
+      taker_type taker(std::move(a->taker));
       std::move(taker)(ec, n);
     } else {
       a->done = true;
@@ -60,7 +56,6 @@ void upstream_stream::read_ahead(asio::mutable_buffer room) {
   if (ahead_ == nullptr) ahead_ = std::make_shared<ahead_state>();
   ahead_->outstanding = true;
   ahead_->done = false;
-  ahead_->taken = false;
   ahead_->room = room.data();
   socket_.async_read_some(room, ahead_done(ahead_));
 }

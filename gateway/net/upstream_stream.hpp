@@ -69,12 +69,10 @@ class upstream_stream {
   /// must stay where it is until the read is taken). Plain connections only.
   void read_ahead(asio::mutable_buffer room);
   /// Whether a read ahead is pending and nothing has come: the connection is as it was left.
-  bool ahead_untouched() const noexcept {
-    return ahead_ != nullptr && ahead_->outstanding && !ahead_->done;
-  }
+  bool ahead_untouched() const noexcept { return ahead_ != nullptr && ahead_->outstanding; }
   /// Whether a read ahead awaits its taker (pending, or completed and not yet taken).
   bool reading_ahead() const noexcept {
-    return ahead_ != nullptr && !ahead_->taken && (ahead_->outstanding || ahead_->done);
+    return ahead_ != nullptr && !ahead_->taker && (ahead_->outstanding || ahead_->done);
   }
   /// Takes the read ahead as the next read: completes with what it read into the room it was
   /// given, which is `room` (checked), at once if it has completed already.
@@ -88,7 +86,6 @@ class upstream_stream {
             a->done = false;
             asio::post(ex, asio::append(std::move(handler), a->ec, a->n));
           } else {
-            a->taken = true;
             // Not assigned: Boost 1.81's move assignment of any_completion_handler recurses
             // without end (it copies through its converting constructor).
             taker_type(std::move(handler)).swap(a->taker);
@@ -103,13 +100,12 @@ class upstream_stream {
   /// A read ahead's state, shared with its completion handler (the connection may be gone
   /// when the read completes).
   struct ahead_state {
-    bool outstanding = false;    ///< the read is pending in the reactor
-    bool taken = false;          ///< a reader waits for it (taker)
+    bool outstanding = false;    ///< the read is pending (its handler has not run)
     bool done = false;           ///< it completed with nobody waiting: ec and n hold the result
     const void* room = nullptr;  ///< where it reads to
     error_code ec;               ///< see done
     std::size_t n = 0;           ///< see done
-    taker_type taker;            ///< see taken
+    taker_type taker;            ///< the reader waiting for it, if one took it
   };
   /// The read's completion handler.
   class ahead_done;

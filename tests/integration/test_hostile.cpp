@@ -115,6 +115,33 @@ bool serving(const gateway& gw) {
   return request(gw.port, get("/still")).status == 200;
 }
 
+/// The answer of an upstream that refuses an upload before reading it: 413, and the end.
+void refuse_upload(int fd) {
+  const std::string body = R"({"error":"too large"})";
+  fault_upstream::write_all(fd,
+                            "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\n"
+                            "Content-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body);
+}
+
+/// Uploads 8 MiB to /fault/upload through the gateway on `port`, the body sent by another
+/// thread while the answer is read: the answer, or status 0 when none came within 5 s.
+raw_client::reply upload_answered_early(std::uint16_t port) {
+  raw_client c(port);
+  const std::size_t length = 8u << 20;
+  c.send("POST /fault/upload HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(length) +
+         "\r\n\r\n");
+  std::thread sender([&] {
+    const std::string piece(64 * 1024, 'b');
+    for (std::size_t sent = 0; sent < length && c.send(piece); sent += piece.size()) {
+    }
+  });
+  auto r = c.read_response(5s);
+  ::shutdown(c.fd(), SHUT_RDWR);  // stops the sender if the gateway is still reading
+  sender.join();
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("chunk extensions and trailers without end get 400, not unbounded memory",
@@ -276,26 +303,11 @@ TEST_CASE("an early answer on a pooled connection reaches the client", "[integra
     if (fault_upstream::read_head(fd, rest).empty()) return;
     fault_upstream::write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
     if (fault_upstream::read_head(fd, rest).empty()) return;
-    const std::string body = R"({"error":"too large"})";
-    fault_upstream::write_all(fd,
-                              "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\n"
-                              "Content-Length: " +
-                                  std::to_string(body.size()) + "\r\n\r\n" + body);
+    refuse_upload(fd);
   });
   gateway gw(gateway_yaml(up.port, default_limits), policy_yaml, echo.port);
   REQUIRE(request(gw.port, get("/fault/prime")).body == "ok");  // pools the connection
-  raw_client c(gw.port);
-  const std::size_t length = 8u << 20;
-  c.send("POST /fault/upload HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(length) +
-         "\r\n\r\n");
-  std::thread sender([&] {
-    const std::string piece(64 * 1024, 'b');
-    for (std::size_t sent = 0; sent < length && c.send(piece); sent += piece.size()) {
-    }
-  });
-  const auto r = c.read_response(5s);
-  ::shutdown(c.fd(), SHUT_RDWR);
-  sender.join();
+  const auto r = upload_answered_early(gw.port);
   CHECK(r.status == 413);
   CHECK(r.body == R"({"error":"too large"})");
   CHECK(up.connections() == 1);  // it was the pooled connection
@@ -443,26 +455,10 @@ TEST_CASE("an early answer from the upstream reaches the client while it is stil
   fault_upstream up([](int fd, int) {
     std::string rest;
     if (fault_upstream::read_head(fd, rest).empty()) return;
-    const std::string body = R"({"error":"too large"})";
-    fault_upstream::write_all(fd,
-                              "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\n"
-                              "Content-Length: " +
-                                  std::to_string(body.size()) + "\r\n\r\n" + body);
-    // And closes with the body unread: the kernel resets the connection.
+    refuse_upload(fd);  // and closes with the body unread: the kernel resets the connection
   });
   gateway gw(gateway_yaml(up.port, default_limits), policy_yaml, echo.port);
-  raw_client c(gw.port);
-  const std::size_t length = 8u << 20;
-  c.send("POST /fault/upload HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(length) +
-         "\r\n\r\n");
-  std::thread sender([&] {
-    const std::string piece(64 * 1024, 'b');
-    for (std::size_t sent = 0; sent < length && c.send(piece); sent += piece.size()) {
-    }
-  });
-  const auto r = c.read_response(5s);
-  ::shutdown(c.fd(), SHUT_RDWR);  // stops the sender if the gateway is still reading
-  sender.join();
+  const auto r = upload_answered_early(gw.port);
   CHECK(r.status == 413);
   CHECK(r.body == R"({"error":"too large"})");
 }
