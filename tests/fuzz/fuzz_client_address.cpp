@@ -91,8 +91,11 @@ std::optional<core::address> ref_hop(std::string_view item) {
     if (!port_ok || !a || a->family() != core::family::v6) return std::nullopt;
     return a;
   }
+  // v4 `:port`: dotted text before the colon, not an IPv6 form (`::ffff:10.0.2.1:6407`, whose
+  // address would parse as v4-mapped, is no address with a port: IPv6 takes brackets).
   const std::size_t colon = item.rfind(':');
   if (colon == std::string_view::npos || !digits(item.substr(colon + 1))) return std::nullopt;
+  if (item.substr(0, colon).find(':') != std::string_view::npos) return std::nullopt;
   const auto a = core::address::parse(item.substr(0, colon));
   if (!a || a->family() != core::family::v4) return std::nullopt;
   return a;
