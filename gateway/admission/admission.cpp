@@ -625,14 +625,17 @@ step proof_lost(const setting& s, record& r) {
   return conclude(s, r);
 }
 
-step spend_claim(policy::pow_state& pow, const setting& s, step taken, record& r) {
+step settle_claim(policy::pow_state& pow, const setting& s, step taken, record& r, bool spent) {
   r.verdict.effects.spend = false;
   r.fx.gate.spend = false;
-  if (policy::commit_proof(pow, r.verdict.sent, r.gate.now / core::ns_per_s)) {
-    if (s.config.pow.clearance.on) earn_clearance(pow, s, r);
-    return taken;
-  }
-  return proof_lost(s, r);
+  if (!spent) return proof_lost(s, r);
+  if (s.config.pow.clearance.on) earn_clearance(pow, s, r);
+  return taken;
+}
+
+step spend_claim(policy::pow_state& pow, const setting& s, step taken, record& r) {
+  return settle_claim(pow, s, taken, r,
+                      policy::commit_proof(pow, r.verdict.sent, r.gate.now / core::ns_per_s));
 }
 
 step store_failed(record& r) {

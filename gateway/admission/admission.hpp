@@ -132,6 +132,10 @@ struct record {
   policy::rate_limit_fields rate;            ///< the rate-limit fields (docs/design.md §4)
   answer reply;                              ///< the local answer (step answer)
   effects fx;                                ///< to apply
+  /// The gateway's: a proof claimed waits to be spent across replicas (docs/design.md §18),
+  /// and the step to take once it is (net/admit.cpp).
+  bool spend_pending = false;
+  step spend_then = step::answer;
 
   /// The category it was routed to; route must be set.
   const policy::category_limits& category() const noexcept { return *route->category; }
@@ -150,6 +154,9 @@ inline bool proof_claimed(const record& r) noexcept {
 }
 /// The step when the proof claimed was spent by another request first.
 step proof_lost(const setting& s, record& r);
+/// The caller's part once the proof step `taken` claimed was spent (`spent`) or found spent by
+/// another request first: `taken`, with the clearance it earned, or proof_lost's step.
+step settle_claim(policy::pow_state& pow, const setting& s, step taken, record& r, bool spent);
 /// The caller's part for both: spends the proof step `taken` claimed in `pow`'s replay cache;
 /// `taken` stands, or when another request spent it first, proof_lost's step.
 step spend_claim(policy::pow_state& pow, const setting& s, step taken, record& r);

@@ -11,6 +11,7 @@
 
 #include "gateway/app/attack_watch.hpp"
 #include "gateway/app/overrides.hpp"
+#include "gateway/app/standing.hpp"
 #include "gateway/core/key_block.hpp"
 #include "gateway/limit/top_limited.hpp"
 #include "gateway/net/admin.hpp"
@@ -30,6 +31,7 @@ struct admin_context {
   bool shared_store = false;             ///< store: redis (a reset leaves Redis's state alone)
   override_keeper* overrides = nullptr;  ///< the overrides (docs/design.md §15)
   attack_watch* attack = nullptr;        ///< attack mode (docs/design.md §16)
+  standing_keeper* standing = nullptr;   ///< bans and resets shared by replicas (§18)
 };
 
 /// Answers /admin/ requests.

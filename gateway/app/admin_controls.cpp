@@ -112,6 +112,19 @@ std::string error_field(const std::string& error) {
   return quoted_field("error", error);
 }
 
+/// ` replica=<name> shared=yes|no` for an audit line when the standing is shared, else "".
+std::string shared_field(const admin_context& c, const std::string& unshared) {
+  if (c.standing == nullptr || !c.standing->shared()) return {};
+  return " replica=" + c.standing->replica() + " shared=" + (unshared.empty() ? "yes" : "no");
+}
+
+/// Says in `body` that a change holds on this replica only, and why, when it does.
+void note_unshared(json::object& body, const std::string& unshared) {
+  if (unshared.empty()) return;
+  body["shared"] = false;
+  body["shared_error"] = unshared + ": this replica only";
+}
+
 }  // namespace
 
 admin_api::reply admin_api::ban(const request& r, std::string_view target) const {
@@ -134,13 +147,16 @@ admin_api::reply admin_api::ban(const request& r, std::string_view target) const
                             " manual bans are in force: lift some first");
   }
   const unsigned status = placed == bans::manual_bans::placed::added ? 201 : 200;
-  admin::audit(r, "ban", name, details, status);
-  return answer(status, json::object{{"address", name},
-                                     {"kind", "manual"},
-                                     {"since", now / core::ns_per_s},
-                                     {"until", core::ceil_seconds(b.until)},
-                                     {"retry_after", core::ceil_seconds(order->duration)},
-                                     {"reason", order->reason}});
+  const std::string unshared = c_.standing ? c_.standing->share_ban(b) : "";
+  admin::audit(r, "ban", name, details + shared_field(c_, unshared), status);
+  json::object body{{"address", name},
+                    {"kind", "manual"},
+                    {"since", now / core::ns_per_s},
+                    {"until", core::ceil_seconds(b.until)},
+                    {"retry_after", core::ceil_seconds(order->duration)},
+                    {"reason", order->reason}};
+  note_unshared(body, unshared);
+  return answer(status, body);
 }
 
 admin_api::reply admin_api::lift(const request& r, std::string_view target) const {
@@ -171,15 +187,20 @@ admin_api::reply admin_api::lift(const request& r, std::string_view target) cons
   std::string lifted_kinds;
   for (const auto& k : kinds)
     lifted_kinds += (lifted_kinds.empty() ? "" : ",") + std::string(k.as_string());
-  admin::audit(r, "unban", block->to_string(), lifted ? "kinds=" + lifted_kinds : "",
-               lifted ? 200 : 404);
+  // Shared even when nothing was lifted here: another replica may hold a ban this one missed.
+  const std::string unshared = c_.standing ? c_.standing->share_lift(*block, now) : "";
+  std::string details = (lifted ? "kinds=" + lifted_kinds : "") + shared_field(c_, unshared);
+  if (!details.empty() && details.front() == ' ') details.erase(0, 1);
+  admin::audit(r, "unban", block->to_string(), details, lifted ? 200 : 404);
   if (!lifted) {
     return problem(404, "no ban on " + block->to_string(),
                    {{"address", name},
                     {"lifted", false},
                     {"covered_by", manual_bans_over(*block, now, true)}});
   }
-  return answer(200, json::object{{"address", name}, {"lifted", true}, {"kinds", kinds}});
+  json::object body{{"address", name}, {"lifted", true}, {"kinds", kinds}};
+  note_unshared(body, unshared);
+  return answer(200, body);
 }
 
 admin_api::reply admin_api::reset(const request& r, std::string_view target) const {
@@ -194,21 +215,43 @@ admin_api::reply admin_api::reset(const request& r, std::string_view target) con
   const auto f = c_.pow.violations().forget(*block, prefixes, now);
   const std::size_t limiter = c_.store.forget(*block, prefixes);
   const std::string name = block->to_string();
-  admin::audit(r, "reset", name,
-               "violations=" + std::to_string(f.individual + f.network) +
-                   " bans=" + std::to_string(f.bans) + " limiter=" + std::to_string(limiter),
-               200);
-  json::object body{{"address", name},
-                    {"reset", json::object{{"individual_entries", f.individual},
-                                           {"network_counters", f.network},
-                                           {"automatic_bans_lifted", f.bans},
-                                           {"limiter_entries", limiter}}},
-                    {"manual_bans", manual_bans_over(*block, now)}};
-  if (c_.shared_store) {
-    body["note"] =
-        "limiter state in Redis is not reset (only this replica's in-process fallback); "
-        "violation counters and bans are this replica's";
+  json::object reset{{"individual_entries", f.individual},
+                     {"network_counters", f.network},
+                     {"automatic_bans_lifted", f.bans},
+                     {"limiter_entries", limiter}};
+  std::string details = "violations=" + std::to_string(f.individual + f.network) +
+                        " bans=" + std::to_string(f.bans) + " limiter=" + std::to_string(limiter);
+  std::string unshared;
+  std::optional<std::string> note;
+  if (c_.standing != nullptr && c_.standing->shared()) {
+    // Redis's limiter state first, so that no replica's next request finds the old tats once
+    // the entry tells it to forget its own.
+    std::vector<const limit::limit_spec*> specs;
+    for (const policy::compiled_policy* p : c_.current->policies()) {
+      for (const auto& category : p->categories()) {
+        for (const auto& spec : category.limits) {
+          if (spec.source == limit::key_source::address) specs.push_back(&spec);
+        }
+      }
+    }
+    const auto redis = c_.standing->reset_limits(*block, prefixes, specs);
+    unshared = redis.error.empty() ? c_.standing->share_reset(*block, now) : redis.error;
+    reset["redis_keys_deleted"] = redis.deleted;
+    details += " redis_keys=" + std::to_string(redis.deleted);
+    if (!redis.whole) {
+      note =
+          "the block is too wide to name each client's limiter keys in Redis: those of its "
+          "clients expire by themselves";
+    }
+  } else if (c_.shared_store) {
+    note = "limiter state in Redis is not reset (only this replica's in-process fallback)";
   }
+  admin::audit(r, "reset", name, details + shared_field(c_, unshared), 200);
+  json::object body{{"address", name},
+                    {"reset", std::move(reset)},
+                    {"manual_bans", manual_bans_over(*block, now)}};
+  if (note) body["note"] = *note;
+  note_unshared(body, unshared);
   return answer(200, body);
 }
 

@@ -87,7 +87,7 @@ std::pair<bool, std::string> admin_endpoints::ready() const {
 
 net::admin_server::reply admin_endpoints::api(const net::admin_server::request& r) const {
   return admin_api({s_.pow, s_.store, s_.clock, s_.current, s_.server.limited(), shared_store_,
-                    &s_.overrides, &s_.attack})
+                    &s_.overrides, &s_.attack, &s_.standing})
       .handle(r);
 }
 

@@ -10,6 +10,7 @@
 
 #include "gateway/app/attack_watch.hpp"
 #include "gateway/app/overrides.hpp"
+#include "gateway/app/standing.hpp"
 #include "gateway/core/clock.hpp"
 #include "gateway/metrics/exposition.hpp"
 #include "gateway/net/admin.hpp"
@@ -32,6 +33,7 @@ struct admin_sources {
   std::string_view version;                             ///< tollgate_build_info
   override_keeper& overrides;                           ///< the admin API's overrides
   attack_watch& attack;                                 ///< attack mode (docs/design.md §16)
+  standing_keeper& standing;  ///< bans and resets shared by replicas (docs/design.md §18)
 };
 
 /// The admin listener's answers.

@@ -24,6 +24,7 @@
 #include "gateway/app/notify.hpp"
 #include "gateway/app/overrides.hpp"
 #include "gateway/app/reload.hpp"
+#include "gateway/app/standing.hpp"
 #include "gateway/app/store_setup.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/metrics/exposition.hpp"
@@ -126,6 +127,9 @@ class gateway_process {
     admin_->start();
     server_->start();
     overrides_->start();
+    // A ban this replica's violation caused is counted by worker 0 (its counters have one
+    // writer), wherever the entry was applied.
+    standing_->start([this] { server_->count_ban(); });
     attack_->start();
     follow_jwks();
     start_acme();
@@ -193,6 +197,9 @@ class gateway_process {
       spdlog::critical("{}", e.what());
       return false;
     }
+    standing_.emplace(*pow_, *store_, current_->config.policy.pow_counters,
+                      current_->policy.prefixes());
+    if (standing_->shared()) shared_->standing = &*standing_;
     return true;
   }
 
@@ -249,7 +256,7 @@ class gateway_process {
   bool open_admin() {
     attack_.emplace(control_, current_, *server_, clock_);
     endpoints_.emplace(admin_sources{*store_, *pow_, clock_, current_, *server_, metrics_,
-                                     draining_, version_, *overrides_, *attack_});
+                                     draining_, version_, *overrides_, *attack_, *standing_});
     try {
       const auto& a = current_->config.admin;
       admin_ = std::make_unique<net::admin_server>(
@@ -313,7 +320,10 @@ class gateway_process {
       asio::post(control_, [this, files = std::move(files)]() mutable {
         reader_.join();
         reload({path_, identity_key_, metrics_, *pow_, *server_, current_, access_log_,
-                [this] { attack_->refresh(); }},
+                [this] {
+                  attack_->refresh();
+                  standing_->set_prefixes(current_->policy.prefixes());
+                }},
                std::move(files));
         follow_jwks();
         notify_systemd("READY=1");
@@ -417,11 +427,13 @@ class gateway_process {
   std::optional<policy::pow_state> pow_;          ///< challenges, violations, bans
   std::optional<net::shared_state> shared_;       ///< what every worker shares
   std::optional<override_keeper> overrides_;      ///< the admin API's overrides, shared or not
-  metrics::registry metrics_;                     ///< label tables, reload counters
-  std::shared_ptr<const net::snapshot> current_;  ///< the configuration in force
-  asio::io_context control_;                      ///< this thread's: admin, signals
-  std::optional<asio::signal_set> signals_;       ///< SIGINT, SIGTERM, SIGHUP, SIGUSR1
-  std::unique_ptr<net::jwks_fetcher> jwks_;       ///< identity.jwt.jwks_url, when set
+  /// Violations, bans and spent proofs, shared by replicas with store: redis.
+  std::optional<standing_keeper> standing_;
+  metrics::registry metrics_;                            ///< label tables, reload counters
+  std::shared_ptr<const net::snapshot> current_;         ///< the configuration in force
+  asio::io_context control_;                             ///< this thread's: admin, signals
+  std::optional<asio::signal_set> signals_;              ///< SIGINT, SIGTERM, SIGHUP, SIGUSR1
+  std::unique_ptr<net::jwks_fetcher> jwks_;              ///< identity.jwt.jwks_url, when set
   std::vector<std::unique_ptr<net::acme_client>> acme_;  ///< one per listener with tls.acme
   std::optional<net::server> server_;                    ///< the workers
   std::optional<attack_watch> attack_;                   ///< attack mode (docs/design.md §16)

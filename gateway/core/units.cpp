@@ -38,7 +38,8 @@ std::optional<std::uint64_t> parse_uint(std::string_view text, std::uint64_t max
   for (char c : text) {
     if (c < '0' || c > '9') return std::nullopt;
     const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
-    if (value > (max - digit) / 10) return std::nullopt;
+    // digit > max first: max - digit would wrap ("7" under a max of 3 was read as 7).
+    if (digit > max || value > (max - digit) / 10) return std::nullopt;
     value = value * 10 + digit;
   }
   return value;

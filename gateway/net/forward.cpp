@@ -265,6 +265,11 @@ void record_violation(worker& w, const snapshot& snap, const admission::record& 
     add_points(w, snap, a, ladder->points[reason], rules.names[reason], now);
   }
   w.counters.violations[snap.reason_metric[reason]].add();
+  // Shared, it is applied (and any ban it causes logged) as every replica reads it back.
+  if (w.shared.standing != nullptr &&
+      w.shared.standing->violation(who, rules.names[reason], rules.rules[reason], now)) {
+    return;
+  }
   const auto until = w.shared.pow.violations().record(
       who.individual, who.network, snap.reason_slot[reason], rules.rules[reason], now);
   if (!until) return;

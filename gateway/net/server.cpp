@@ -224,6 +224,11 @@ std::vector<const metrics::worker_counters*> server::counters() const {
   return out;
 }
 
+void server::count_ban() {
+  worker& w = *workers_.front();
+  asio::post(w.io, [&w] { w.counters.bans.add(); });
+}
+
 std::vector<const limit::rejection_tally*> server::limited() const {
   std::vector<const limit::rejection_tally*> out;
   for (const auto& w : workers_)

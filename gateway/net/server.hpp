@@ -31,6 +31,9 @@ class server {
   void start();
   /// Every worker's counters, for a scrape.
   std::vector<const metrics::worker_counters*> counters() const;
+  /// Counts one ban in worker 0's counters, on its thread (from any thread: a ban a shared
+  /// violation caused, docs/design.md §18).
+  void count_ban();
   /// Every worker's rejections per client, for the admin API.
   std::vector<const limit::rejection_tally*> limited() const;
   /// Installs `s` on every worker; requests that start afterwards use it.

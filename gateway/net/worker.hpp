@@ -20,6 +20,7 @@
 #include "gateway/net/deadline.hpp"
 #include "gateway/net/scratch.hpp"
 #include "gateway/net/snapshot.hpp"
+#include "gateway/net/standing_share.hpp"
 #include "gateway/net/stream_io.hpp"
 #include "gateway/net/upstream_pool.hpp"
 #include "gateway/net/websocket.hpp"
@@ -42,6 +43,9 @@ struct shared_state {
   std::shared_ptr<policy::tier_memory> tiers_set = std::make_shared<policy::tier_memory>();
   /// The admin API's overrides (docs/design.md §15), for the life of the process.
   std::shared_ptr<policy::override_book> overrides = std::make_shared<policy::override_book>();
+  /// With `store: redis`, where violations and spent proofs go so that every replica shares
+  /// them (docs/design.md §18); null: this process alone.
+  standing_share* standing = nullptr;
   /// The http-01 challenges the ACME client has under way (docs/design.md §17).
   std::shared_ptr<acme_tokens> acme = std::make_shared<acme_tokens>();
 };

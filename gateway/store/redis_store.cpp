@@ -59,6 +59,9 @@ std::optional<limit_state> redis_store::state_of(const limit::limit_spec& spec, 
 
 std::size_t redis_store::forget(const core::key_block& block,
                                 const core::level_prefixes& prefixes) {
+  // What Redis refused is remembered per worker; a reset lets each ask Redis again.
+  for (const auto& w : workers_)
+    w->clear_cache();
   return fallback_->forget(block, prefixes);
 }
 

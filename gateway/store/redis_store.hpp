@@ -72,7 +72,8 @@ class redis_store final : public decision_store {
   std::vector<table_size> tracked() const override;
   /// The in-process fallback's state (Redis's is not read from the admin thread).
   std::optional<limit_state> state_of(const limit::limit_spec& spec, std::uint64_t key) override;
-  /// The in-process fallback's state only; Redis's keys expire by themselves.
+  /// The in-process fallback's state, and every worker's over-limit cache (emptied on the
+  /// worker's thread soon after); Redis's keys are the caller's (app/standing.cpp).
   std::size_t forget(const core::key_block& block, const core::level_prefixes& prefixes) override;
 
   /// Shared; degraded while some worker cannot reach Redis (fail_mode decides its requests);

@@ -3,6 +3,8 @@
 #include <hiredis/hiredis.h>
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/post.hpp>
+
 #include <functional>
 
 namespace tollgate::store::redis {
@@ -84,10 +86,16 @@ worker::worker(const redis_options& o, boost::asio::ssl::context* tls, local_sto
     : w_(*this, o, tls, fallback, index), batches_(w_), cluster_(w_) {}
 
 void worker::attach(boost::asio::io_context& io) {
+  io_ = &io;
   batches_.attach(io);
   boost::asio::use_service<shutdown_hook>(io).on_shutdown.emplace_back(
       [this] { batches_.shutdown(); });
   w_.nodes.attach(io);
+}
+
+void worker::clear_cache() {
+  if (io_ == nullptr) return;
+  boost::asio::post(*io_, [this] { w_.cache.clear(); });
 }
 
 bool worker::try_decide(const limit::limit_request& req, limit::decision& out) {

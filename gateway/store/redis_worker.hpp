@@ -64,6 +64,10 @@ class worker {
   /// A node's link became usable (or stopped being so).
   void on_node_state(node& n, bool up, const std::string& why);
 
+  /// Empties the over-limit cache, on the worker's thread (from any thread: an admin reset,
+  /// docs/design.md §18).
+  void clear_cache();
+
   /// The worker's counters.
   const metrics::store_counters& counters() const noexcept { return w_.counters; }
   /// Whether Redis (every node the slot map names) can be used.
@@ -74,10 +78,11 @@ class worker {
   /// names is up.
   void update_ready();
 
-  worker_context w_;                ///< what the parts share
-  batch_sender batches_;            ///< one server
-  cluster_router cluster_;          ///< Redis Cluster
-  std::atomic<bool> ready_{false};  ///< Redis can be used
+  worker_context w_;                       ///< what the parts share
+  batch_sender batches_;                   ///< one server
+  cluster_router cluster_;                 ///< Redis Cluster
+  std::atomic<bool> ready_{false};         ///< Redis can be used
+  boost::asio::io_context* io_ = nullptr;  ///< the worker's, once attached
 };
 
 }  // namespace tollgate::store::redis

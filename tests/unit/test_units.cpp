@@ -46,6 +46,9 @@ TEST_CASE("whole numbers respect their maximum", "[units]") {
   CHECK(parse_uint("0", 10) == 0u);
   CHECK(parse_uint("10", 10) == 10u);
   CHECK_FALSE(parse_uint("11", 10));
+  CHECK_FALSE(parse_uint("7", 3));  // a digit past the bound (max - digit once wrapped)
+  CHECK(parse_uint("3", 3) == 3u);
+  CHECK_FALSE(parse_uint("9", 0));
   CHECK(parse_uint("18446744073709551615", UINT64_MAX) == UINT64_MAX);
   CHECK_FALSE(parse_uint("18446744073709551616", UINT64_MAX));
   CHECK_FALSE(parse_uint("+1", 10));

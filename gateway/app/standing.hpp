@@ -1,0 +1,93 @@
+#pragma once
+/// A client's standing across replicas (docs/design.md §18). With `store: redis`, every change
+/// of what a client's standing depends on goes into one Redis stream (store::redis_journal)
+/// and every replica, the one that saw it included, applies the stream's entries in its
+/// order to its own tables: violations (and so the counters, the PoW requirement and the
+/// automatic bans with their doubling), manual bans, lifts and resets. The request path reads
+/// only this process's tables, as without Redis; a replica that starts rebuilds them from the
+/// stream. Spent proofs are keys beside the stream, set once (SET NX) across replicas.
+///
+/// The entries are policy/standing_entry.hpp's.
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/bans/manual_bans.hpp"
+#include "gateway/config/gateway.hpp"
+#include "gateway/core/clock.hpp"
+#include "gateway/core/key_block.hpp"
+#include "gateway/limit/spec.hpp"
+#include "gateway/net/standing_share.hpp"
+#include "gateway/policy/pow_gate.hpp"
+#include "gateway/policy/standing_entry.hpp"
+#include "gateway/store/decision_store.hpp"
+#include "gateway/store/redis_journal.hpp"
+
+namespace tollgate::app {
+
+/// Thread safety: the standing_share members from any worker; the admin members from the
+/// control thread; entries are applied on the journal's thread.
+class standing_keeper final : public net::standing_share {
+ public:
+  /// Over `pow`; shared through Redis when `store` is the Redis store.
+  standing_keeper(policy::pow_state& pow, store::decision_store& store,
+                  const config::pow_counters_config& counters,
+                  const core::level_prefixes& prefixes);
+  ~standing_keeper() override;
+
+  /// Starts following the stream; `count_ban` counts a ban this replica's violation caused
+  /// (on the thread that owns the counter).
+  void start(std::function<void()> count_ban);
+  /// Whether the standing is shared with other replicas.
+  bool shared() const noexcept { return journal_ != nullptr; }
+  /// This replica's name in entries and audit lines: `<host>/<pid>`.
+  const std::string& replica() const noexcept { return replica_; }
+  /// The address levels' prefixes in force (after a reload).
+  void set_prefixes(const core::level_prefixes& p);
+
+  bool violation(const policy::client_subjects& who, std::string_view reason,
+                 const pow::reason_rule& rule, core::nanos now) override;
+  void spend(std::string_view challenge, std::int64_t expires,
+             store::claim_handler done) override;
+  bool closed() const noexcept override;
+
+  /// Sends an admin change (already made here) to every replica: "" when Redis took it (or
+  /// nothing is shared), else why not: it then holds on this replica only.
+  std::string share_ban(const bans::manual_ban& b);
+  std::string share_lift(const core::key_block& block, core::nanos now);
+  std::string share_reset(const core::key_block& block, core::nanos now);
+  /// What reset_limits() did in Redis.
+  struct limits_reset {
+    long long deleted = 0;  ///< keys deleted
+    bool whole = true;      ///< every key of the block was named (false: a block too wide)
+    std::string error;      ///< Redis did not take it: why
+  };
+  /// Deletes the Redis keys of the address limits `specs` (state names) for every client in
+  /// `block` under `p`: every individual key of the block and the network keys overlapping
+  /// it, when they are at most 4096 per network and 16 networks; nothing when not shared.
+  limits_reset reset_limits(const core::key_block& block, const core::level_prefixes& p,
+                            const std::vector<const limit::limit_spec*>& specs);
+
+ private:
+  /// Applies one entry of the stream.
+  void apply(std::string_view text);
+  core::level_prefixes prefixes() const;
+
+  policy::pow_state& pow_;
+  store::decision_store& store_;
+  std::string replica_;
+  std::unique_ptr<store::redis_journal> journal_;
+  bool closed_ = false;  ///< fail_mode closed
+  std::function<void()> count_ban_;
+  mutable std::mutex prefixes_mutex_;
+  core::level_prefixes prefixes_;
+  std::uint64_t skipped_ = 0;  ///< malformed entries (journal thread)
+};
+
+}  // namespace tollgate::app

@@ -1,0 +1,33 @@
+#pragma once
+/// What the request path hands to the standing replicas share (docs/design.md §18): with
+/// `store: redis`, a violation is not applied where it happened but sent to every replica
+/// (this one included), which apply it in one order; a proof is spent once across replicas.
+/// app/standing.cpp implements it. Internal to net/.
+
+#include <cstdint>
+#include <string_view>
+
+#include "gateway/core/clock.hpp"
+#include "gateway/policy/pow_gate.hpp"
+#include "gateway/store/redis_journal.hpp"
+
+namespace tollgate::net {
+
+/// Thread safety: every member function may be called from any worker thread.
+class standing_share {
+ public:
+  virtual ~standing_share() = default;
+  /// Sends a violation of reason `reason` under `rule` by `who` at `now` to every replica;
+  /// false when it cannot now (Redis away): the caller applies it here.
+  virtual bool violation(const policy::client_subjects& who, std::string_view reason,
+                         const pow::reason_rule& rule, core::nanos now) = 0;
+  /// Spends the proof of `challenge` (valid until `expires`, Unix seconds) across replicas:
+  /// `done` gets whether it was unspent, or an error when Redis could not say within the
+  /// store's timeout (fail_mode decides).
+  virtual void spend(std::string_view challenge, std::int64_t expires,
+                     store::claim_handler done) = 0;
+  /// Whether fail_mode is closed: a proof Redis cannot judge gets 503, not this replica's word.
+  virtual bool closed() const noexcept = 0;
+};
+
+}  // namespace tollgate::net

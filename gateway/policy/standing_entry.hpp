@@ -1,0 +1,50 @@
+#pragma once
+/// The entries of the journal replicas share a client's standing through (docs/design.md §18,
+/// app/standing.hpp), as text: what a replica writes and every replica reads back. Read from
+/// Redis, so parsed as untrusted bytes (a fuzz target: tests/fuzz/fuzz_standing.cpp).
+///
+/// Entries are text, one line, fields separated by spaces, the first the format's version:
+///   1 v <origin> <ns> <individual level> <key> <network level> <key> <i> <n> <threshold>
+///       <ban ns> <ban max ns> <reason>               a violation (i, n: the levels it raises)
+///   1 b <origin> <since ns> <until ns> <block> <note...>   a manual ban
+///   1 u <origin> <ns> <block>                              a lift (manual, and automatic
+///                                                          when the block is one client)
+///   1 r <origin> <ns> <block>                              a reset
+/// where a block is `<4|6>/<prefix>/<net>` (key_block's fields). An entry of another version
+/// or malformed is logged and skipped.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "gateway/bans/manual_bans.hpp"
+#include "gateway/core/key_block.hpp"
+#include "gateway/policy/pow_gate.hpp"
+
+namespace tollgate::policy {
+
+namespace standing_entry {
+
+/// One entry, decoded.
+struct entry {
+  char kind = 0;         ///< 'v', 'b', 'u' or 'r'
+  std::string origin;    ///< the replica that wrote it
+  core::nanos at = 0;    ///< when (a ban: since)
+  core::nanos until = 0;  ///< a ban's end
+  policy::client_subjects who;  ///< a violation's client
+  pow::reason_rule rule;        ///< a violation's rule
+  std::string reason;           ///< a violation's reason, a ban's note
+  core::key_block block;        ///< a ban's, lift's or reset's block
+};
+
+std::string violation(std::string_view origin, const policy::client_subjects& who,
+                      std::string_view reason, const pow::reason_rule& rule, core::nanos now);
+std::string ban(std::string_view origin, const bans::manual_ban& b);
+std::string lift(std::string_view origin, const core::key_block& block, core::nanos now);
+std::string reset(std::string_view origin, const core::key_block& block, core::nanos now);
+/// The entry `text` says, or nothing (with `error`) when it is malformed or of another version.
+std::optional<entry> parse(std::string_view text, std::string& error);
+
+}  // namespace standing_entry
+
+}  // namespace tollgate::policy
