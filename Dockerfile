@@ -51,7 +51,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
  && groupadd --system --gid 10001 tollgate \
  && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home \
-      --shell /usr/sbin/nologin tollgate
+      --shell /usr/sbin/nologin tollgate \
+ && install -d -o 10001 -g 10001 -m 0700 /var/lib/tollgate
 
 COPY --from=build /src/build/tollgate /src/build/tollgate-echo /usr/local/bin/
 COPY deploy/docker/healthcheck.sh /usr/local/bin/tollgate-healthcheck
@@ -64,7 +65,8 @@ USER 10001:10001
 # The shipped binary, with the shipped libraries and as its user, accepts the shipped
 # configuration (a build fails here rather than a container at start).
 RUN ["/usr/local/bin/tollgate", "--check-config", "/etc/tollgate/gateway.yaml"]
-VOLUME ["/etc/tollgate"]
+# /var/lib/tollgate: where store.state_file goes (docs/configuration.md, "The state file").
+VOLUME ["/etc/tollgate", "/var/lib/tollgate"]
 # public listener, admin listener (/metrics, /healthz, /readyz, /admin/*)
 EXPOSE 8080 9090
 # The healthcheck's port: change it with the admin port of a mounted configuration.

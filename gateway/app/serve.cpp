@@ -25,6 +25,7 @@
 #include "gateway/app/overrides.hpp"
 #include "gateway/app/reload.hpp"
 #include "gateway/app/standing.hpp"
+#include "gateway/app/state_file.hpp"
 #include "gateway/app/store_setup.hpp"
 #include "gateway/config/gateway.hpp"
 #include "gateway/metrics/exposition.hpp"
@@ -130,6 +131,7 @@ class gateway_process {
     // A ban this replica's violation caused is counted by worker 0 (its counters have one
     // writer), wherever the entry was applied.
     standing_->start([this] { server_->count_ban(); });
+    save_state_later();
     attack_->start();
     follow_jwks();
     start_acme();
@@ -200,6 +202,10 @@ class gateway_process {
     standing_.emplace(*pow_, *store_, current_->config.policy.pow_counters,
                       current_->policy.prefixes());
     if (standing_->shared()) shared_->standing = &*standing_;
+    if (!current_->config.store.state_file.empty()) {
+      state_parts parts{*pow_, *shared_->tiers_set, *shared_->overrides};
+      load_state_file(current_->config.store.state_file, parts, clock_.now());
+    }
     return true;
   }
 
@@ -396,6 +402,37 @@ class gateway_process {
     delay_.async_wait([this](const boost::system::error_code&) { stop_serving(); });
   }
 
+  /// Writes the state file now (store.state_file), logging at info when `at_stop`.
+  void save_state(bool at_stop) {
+    const auto& path = current_->config.store.state_file;
+    if (path.empty()) return;
+    save_timer_.cancel();
+    state_parts parts{*pow_, *shared_->tiers_set, *shared_->overrides};
+    std::size_t bytes = 0;
+    const auto started = std::chrono::steady_clock::now();
+    const std::string error = save_state_file(path, parts, clock_.now(), bytes);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count();
+    if (!error.empty()) {
+      spdlog::error("state: not saved: {}", error);
+    } else {
+      spdlog::log(at_stop ? spdlog::level::info : spdlog::level::debug,
+                  "state: saved {} ({} bytes) in {:.1f} ms", path, bytes, ms);
+    }
+  }
+
+  /// Saves the state file every store.save_interval (on this thread: the workers go on).
+  void save_state_later() {
+    if (current_->config.store.state_file.empty()) return;
+    save_timer_.expires_after(current_->config.store.save_interval);
+    save_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || draining_) return;
+      save_state(false);
+      save_state_later();
+    });
+  }
+
   /// The delay's handler: runs once.
   void stop_serving() {
     const auto drain = current_->config.shutdown.drain_timeout;
@@ -406,6 +443,8 @@ class gateway_process {
     stopper_ = std::thread([this, drain] {
       server_->stop(drain);
       asio::post(control_, [this] {
+        // The workers are stopped: what they recorded is all there.
+        save_state(true);
         attack_->stop();
         acme_.clear();
         admin_->stop();
@@ -441,6 +480,7 @@ class gateway_process {
   std::unique_ptr<net::admin_server> admin_;             ///< the admin listener
   bool draining_ = false;                                ///< a stop signal came
   asio::steady_timer delay_;                             ///< shutdown.delay
+  asio::steady_timer save_timer_{control_};              ///< store.save_interval
   std::thread stopper_;                                  ///< stops the workers
   std::thread reader_;                                   ///< reads a reload's files
   bool reading_ = false, read_again_ = false;            ///< a reload is reading; one more asked

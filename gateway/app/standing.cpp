@@ -59,9 +59,9 @@ standing_keeper::standing_keeper(policy::pow_state& pow, store::decision_store& 
   // nearly all that the others know.
   const std::size_t max_entries =
       std::max<std::size_t>(100'000, 2 * counters.max_individual_entries);
-  journal_ = std::make_unique<store::redis_journal>(
-      redis->options(), redis->tls(), "standing", poll, max_entries, retention,
-      [this](std::string_view text) { apply(text); });
+  journal_ = std::make_unique<store::redis_journal>(redis->options(), redis->tls(), "standing",
+                                                    poll, max_entries, retention,
+                                                    [this](std::string_view text) { apply(text); });
 }
 
 standing_keeper::~standing_keeper() = default;
@@ -119,7 +119,7 @@ standing_keeper::limits_reset standing_keeper::reset_limits(
   const unsigned width = v6 ? 64 : 32;
   const unsigned fine = v6 ? p.ipv6_subnet : p.ipv4_individual;
   const unsigned coarse = v6 ? p.ipv6_provider : p.ipv4_network;
-  constexpr unsigned max_network_bits = 4;   // 16 networks
+  constexpr unsigned max_network_bits = 4;      // 16 networks
   constexpr unsigned max_individual_bits = 12;  // 4096 clients per network
   const auto mask = [&](unsigned bits) { return v6 ? core::mask64(bits) : core::mask32(bits); };
   const auto text = [&](std::uint64_t key) {
@@ -184,8 +184,8 @@ void standing_keeper::apply(std::string_view text) {
           pow_.violations().record(e->who.individual, e->who.network, slot, e->rule, e->at);
       if (!until) return;
       if (mine && count_ban_) count_ban_();
-      const std::string who = limit::key_to_string(static_cast<limit::level>(e->who.individual.level),
-                                                   e->who.individual.key, p);
+      const std::string who = limit::key_to_string(
+          static_cast<limit::level>(e->who.individual.level), e->who.individual.key, p);
       if (mine) {
         spdlog::warn("banned {} for {} s after repeated {} violations", who,
                      core::ceil_seconds(*until - e->at), e->reason);

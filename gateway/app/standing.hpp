@@ -53,8 +53,7 @@ class standing_keeper final : public net::standing_share {
 
   bool violation(const policy::client_subjects& who, std::string_view reason,
                  const pow::reason_rule& rule, core::nanos now) override;
-  void spend(std::string_view challenge, std::int64_t expires,
-             store::claim_handler done) override;
+  void spend(std::string_view challenge, std::int64_t expires, store::claim_handler done) override;
   bool closed() const noexcept override;
 
   /// Sends an admin change (already made here) to every replica: "" when Redis took it (or

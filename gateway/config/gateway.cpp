@@ -378,13 +378,28 @@ void check_env_name(const yaml_node& n, const std::string& name) {
 
 store_config read_store(const yaml_node& n, const std::string& file) {
   n.expect_keys({"type", "address", "addresses", "username", "password_env", "tls", "key_prefix",
-                 "timeout", "connect_timeout", "fail_mode", "capacity"});
+                 "timeout", "connect_timeout", "fail_mode", "capacity", "state_file",
+                 "save_interval"});
   store_config s;
   const yaml_node type = n.at("type");
   const std::string t = type.as_string();
   if (t == "memory") {
     s.type = store_config::kind::memory;
+    if (auto v = n.get("state_file")) {
+      if (v->as_string().empty()) v->fail("expected a file name");
+      s.state_file = resolve(file, v->as_string());
+    }
+    if (auto v = n.get("save_interval")) {
+      s.save_interval = positive_duration(*v);
+      if (s.save_interval < std::chrono::seconds(1)) v->fail("at least 1s");
+    }
   } else if (t == "redis") {
+    for (const char* key : {"state_file", "save_interval"}) {
+      if (auto v = n.get(key)) {
+        v->fail(std::string(key) +
+                " is for store: memory; with redis a client's standing is kept in Redis");
+      }
+    }
     s.type = store_config::kind::redis;
     const auto one = n.get("address");
     const auto seeds = n.get("addresses");

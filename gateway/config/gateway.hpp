@@ -237,6 +237,9 @@ struct store_config {
   core::duration connect_timeout = std::chrono::seconds(1);  ///< per connection attempt
   failure fail_mode = failure::local;                        ///< when redis is unreachable
   std::size_t capacity[5] = {1'000'000, 250'000, 1'000'000, 250'000, 100'000};  ///< per table
+  /// memory: where a client's standing is kept over a restart (docs/design.md §18); "": not.
+  std::string state_file;
+  core::duration save_interval = std::chrono::seconds(30);  ///< how often it is written
 };
 
 /// Logging.

@@ -58,6 +58,8 @@ void compare_store(std::vector<std::string>& out, const store_config& r, const s
   compare(out, "store.timeout", r.timeout, n.timeout);
   compare(out, "store.connect_timeout", r.connect_timeout, n.connect_timeout);
   compare(out, "store.fail_mode", r.fail_mode, n.fail_mode);
+  compare(out, "store.state_file", r.state_file, n.state_file);
+  compare(out, "store.save_interval", r.save_interval, n.save_interval);
   // The names of store.capacity's keys, in the order of store_config::capacity.
   static constexpr const char* tables[] = {"ipv4_individual", "ipv4_network", "ipv6_subnet",
                                            "ipv6_provider", "keyed"};

@@ -92,6 +92,25 @@ std::size_t pow_state::slot(const std::string& name) {
   return slot_names_.size() - 1;
 }
 
+void pow_state::save_violations(core::state_writer& w) {
+  {
+    const std::lock_guard lock(slots_mutex_);
+    w.u32(static_cast<std::uint32_t>(slot_names_.size()));
+    for (const auto& name : slot_names_)
+      w.text(name);
+  }
+  violations_.save(w);
+}
+
+bool pow_state::load_violations(core::state_reader& r) {
+  std::vector<std::size_t> slots;
+  for (std::uint32_t i = 0, n = r.count(4); i < n && r.ok(); ++i) {
+    const std::string_view name = r.text(256);
+    if (r.ok()) slots.push_back(slot(std::string(name)));
+  }
+  return r.ok() && violations_.load(r, slots);
+}
+
 std::optional<std::int64_t> pow_state::banned_until(const client_subjects& who,
                                                     std::int64_t now) const noexcept {
   auto until = violations_.banned_until(who.individual, now);

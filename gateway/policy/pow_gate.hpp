@@ -99,6 +99,12 @@ class pow_state {
   /// The end of the latest ban, automatic or manual, on `who` in force at `now`.
   std::optional<std::int64_t> banned_until(const client_subjects& who,
                                            std::int64_t now) const noexcept;
+  /// Writes the violation tables with the names of their reason slots (the state file,
+  /// docs/design.md §18).
+  void save_violations(core::state_writer& w);
+  /// Reads what save_violations() wrote, each reason counted in the slot its name has here;
+  /// false when it is malformed.
+  bool load_violations(core::state_reader& r);
   /// Seconds a challenge lives at the least (`pow.challenge_ttl`).
   std::int64_t challenge_ttl() const noexcept { return ttl_; }
   /// Longest life of a challenge, whatever its difficulty.

@@ -90,7 +90,8 @@ class fields {
     if (slash == std::string_view::npos) return false;
     const unsigned width = out.family == core::family::v4 ? 32 : 64;
     const auto prefix = core::parse_uint(tail.substr(0, slash), width);
-    const auto net = core::parse_uint(tail.substr(slash + 1), std::numeric_limits<std::uint64_t>::max());
+    const auto net =
+        core::parse_uint(tail.substr(slash + 1), std::numeric_limits<std::uint64_t>::max());
     if (!prefix || !net) return false;
     out.prefix = static_cast<std::uint8_t>(*prefix);
     out.net = *net;

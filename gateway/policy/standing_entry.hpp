@@ -27,10 +27,10 @@ namespace standing_entry {
 
 /// One entry, decoded.
 struct entry {
-  char kind = 0;         ///< 'v', 'b', 'u' or 'r'
-  std::string origin;    ///< the replica that wrote it
-  core::nanos at = 0;    ///< when (a ban: since)
-  core::nanos until = 0;  ///< a ban's end
+  char kind = 0;                ///< 'v', 'b', 'u' or 'r'
+  std::string origin;           ///< the replica that wrote it
+  core::nanos at = 0;           ///< when (a ban: since)
+  core::nanos until = 0;        ///< a ban's end
   policy::client_subjects who;  ///< a violation's client
   pow::reason_rule rule;        ///< a violation's rule
   std::string reason;           ///< a violation's reason, a ban's note

@@ -11,6 +11,7 @@
 
 #include "gateway/core/clock.hpp"
 #include "gateway/core/siphash.hpp"
+#include "gateway/core/state_codec.hpp"
 #include "gateway/pow/lru_map.hpp"
 
 namespace tollgate::policy {
@@ -18,6 +19,8 @@ namespace tollgate::policy {
 /// Thread safety: every member may be called from any thread.
 class tier_memory {
  public:
+  /// Longest tier name a state file may hold (a policy's names are far shorter).
+  static constexpr std::size_t max_tier_name = 256;
   /// At most `capacity` clients.
   explicit tier_memory(std::size_t capacity = 100'000) : map_(capacity) {}
 
@@ -42,6 +45,29 @@ class tier_memory {
     });
     return out;
   }
+  /// Writes every tier set (the state file, docs/design.md §18).
+  void save(core::state_writer& w) const {
+    core::write_counted(
+        w, [&](auto&& f) { map_.for_each_oldest_first(f); },
+        [](core::state_writer& b, const pow::subject& k, const entry& e) {
+          b.u64(k.key);
+          b.u8(k.level);
+          b.text(e.tier);
+          b.i64(e.until);
+        });
+  }
+  /// Reads what save() wrote, dropping tiers that ended before `now`; false when it is
+  /// malformed (what was read before stays).
+  bool load(core::state_reader& r, core::nanos now) {
+    for (std::uint32_t i = 0, n = r.count(8 + 1 + 4 + 8); i < n && r.ok(); ++i) {
+      const pow::subject k{r.u64(), r.u8()};
+      const std::string_view tier = r.text(max_tier_name);
+      const core::nanos until = r.i64();
+      if (r.ok() && until > now) set(k, tier, until);
+    }
+    return r.ok();
+  }
+
   /// Clients remembered.
   std::size_t size() const noexcept { return map_.size(); }
 

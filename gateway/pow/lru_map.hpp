@@ -119,6 +119,16 @@ class lru_map {
     }
   }
 
+  /// Calls `f(key, value)` on every entry, least recently updated first within each shard
+  /// (the order in which update() puts them back as they were: the state file).
+  template <class F>
+  void for_each_oldest_first(F&& f) const {
+    for (const auto& s : shards_) {
+      const std::lock_guard lock(s->mutex);
+      for (auto it = s->order.rbegin(); it != s->order.rend(); ++it)
+        f(it->first, it->second);
+    }
+  }
   /// Entries held.
   std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
   /// Most entries held.

@@ -99,4 +99,33 @@ std::array<std::size_t, penalty_action_count> penalty_table::census(std::int64_t
   return n;
 }
 
+void penalty_table::save(core::state_writer& w) const {
+  core::write_counted(
+      w, [&](auto&& f) { map_.for_each_oldest_first(f); },
+      [](core::state_writer& b, const subject& k, const entry& e) {
+        b.u64(k.key);
+        b.u8(k.level);
+        b.u32(e.score);
+        b.i64(e.last);
+        b.u8(static_cast<std::uint8_t>(e.held));
+        b.i64(e.held_until);
+      });
+}
+
+bool penalty_table::load(core::state_reader& r) {
+  for (std::uint32_t i = 0, n = r.count(30); i < n && r.ok(); ++i) {
+    const subject k{r.u64(), r.u8()};
+    entry e;
+    e.score = r.u32();
+    e.last = r.i64();
+    e.held = static_cast<std::int8_t>(r.u8());
+    e.held_until = r.i64();
+    // A step is an index of the ladder (at most a few); -1 is none.
+    if (e.held < -1) r.fail();
+    if (!r.ok()) break;
+    map_.update(k, [&](entry& to) { to = e; });
+  }
+  return r.ok();
+}
+
 }  // namespace tollgate::pow

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/core/state_codec.hpp"
 #include "gateway/pow/lru_map.hpp"
 
 namespace tollgate::pow {
@@ -82,6 +83,11 @@ class penalty_table {
   /// Clients per action at `now` under `r` (index: penalty_action), for metrics.
   std::array<std::size_t, penalty_action_count> census(std::int64_t now,
                                                        const penalty_rules& r) const;
+
+  /// Writes every client's score and step (the state file, docs/design.md §18).
+  void save(core::state_writer& w) const;
+  /// Reads what save() wrote; false when it is malformed (what was read before stays).
+  bool load(core::state_reader& r);
 
   /// Clients held.
   std::size_t size() const noexcept { return map_.size(); }

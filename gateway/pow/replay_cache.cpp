@@ -4,15 +4,17 @@
 
 #include <functional>
 
+#include "gateway/core/siphash.hpp"
+
 namespace tollgate::pow {
 
 namespace {
 constexpr std::size_t shard_count = 16;
 
-/// A challenge ends in its MAC, which nobody but the gateway can choose: a plain hash of the
-/// string cannot be steered into collisions.
+/// A challenge ends in its MAC, which nobody but the gateway can choose: a hash under a fixed
+/// key cannot be steered into collisions, and is the same after a restart.
 std::uint64_t fingerprint(std::string_view challenge) {
-  return std::hash<std::string_view>{}(challenge);
+  return core::siphash13(challenge, {0x7370656e742d706fULL, 0x6f66732d746f6c6cULL});
 }
 }  // namespace
 
@@ -23,7 +25,10 @@ replay_cache::replay_cache(std::size_t capacity)
 }
 
 bool replay_cache::spend(std::string_view challenge, std::int64_t expires, std::int64_t now) {
-  const std::uint64_t f = fingerprint(challenge);
+  return insert(fingerprint(challenge), expires, now);
+}
+
+bool replay_cache::insert(std::uint64_t f, std::int64_t expires, std::int64_t now) {
   shard& s = *shards_[f % shard_count];
   const std::lock_guard lock(s.mutex);
   if (s.expiry.contains(f)) return false;
@@ -54,6 +59,33 @@ std::size_t replay_cache::size() const {
     n += s->expiry.size();
   }
   return n;
+}
+
+void replay_cache::save(core::state_writer& w) const {
+  core::write_counted(
+      w,
+      [&](auto&& f) {
+        for (const auto& s : shards_) {
+          const std::lock_guard lock(s->mutex);
+          for (const auto& [fingerprint, expires] : s->arrival) {
+            const auto it = s->expiry.find(fingerprint);
+            if (it != s->expiry.end() && it->second == expires) f(fingerprint, expires);
+          }
+        }
+      },
+      [](core::state_writer& b, std::uint64_t fingerprint, std::int64_t expires) {
+        b.u64(fingerprint);
+        b.i64(expires);
+      });
+}
+
+bool replay_cache::load(core::state_reader& r, std::int64_t now) {
+  for (std::uint32_t i = 0, n = r.count(16); i < n && r.ok(); ++i) {
+    const std::uint64_t f = r.u64();
+    const std::int64_t expires = r.i64();
+    if (r.ok() && expires >= now) insert(f, expires, now);
+  }
+  return r.ok();
 }
 
 }  // namespace tollgate::pow

@@ -1,6 +1,8 @@
 #pragma once
 /// Proofs already spent, remembered until their challenge expires (docs/design.md §5): a bounded
-/// set keyed by the challenge. When full, the oldest entries go first.
+/// set keyed by the challenge's fingerprint (SipHash under a fixed key: the same in every
+/// process and build, so that a state file's outlives a restart). When full, the oldest go
+/// first.
 
 #include <cstdint>
 #include <deque>
@@ -9,6 +11,8 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "gateway/core/state_codec.hpp"
 
 namespace tollgate::pow {
 
@@ -24,8 +28,16 @@ class replay_cache {
   bool spent(std::string_view challenge) const;
   /// Challenges remembered.
   std::size_t size() const;
+  /// Writes every challenge remembered (its fingerprint and expiry: the state file,
+  /// docs/design.md §18).
+  void save(core::state_writer& w) const;
+  /// Reads what save() wrote, dropping what expired before `now` (Unix seconds); false when
+  /// it is malformed (what was read before stays).
+  bool load(core::state_reader& r, std::int64_t now);
 
  private:
+  /// Remembers fingerprint `f` until `expires` in its shard; false when it is there already.
+  bool insert(std::uint64_t f, std::int64_t expires, std::int64_t now);
   struct shard {
     mutable std::mutex mutex;
     std::unordered_map<std::uint64_t, std::int64_t> expiry;      ///< fingerprint -> expires

@@ -176,3 +176,126 @@ violation_tables::client_view violation_tables::describe(const subject& individu
 }
 
 }  // namespace tollgate::pow
+
+namespace tollgate::pow {
+
+namespace {
+
+void save_counter(core::state_writer& w, const decaying_counter& c) {
+  w.u32(c.count);
+  w.i64(c.last);
+}
+
+decaying_counter load_counter(core::state_reader& r) {
+  decaying_counter c;
+  c.count = r.u32();
+  c.last = r.i64();
+  return c;
+}
+
+void save_subject(core::state_writer& w, const subject& s) {
+  w.u64(s.key);
+  w.u8(s.level);
+}
+
+subject load_subject(core::state_reader& r) {
+  subject s;
+  s.key = r.u64();
+  s.level = r.u8();
+  if (s.level >= core::level_count) r.fail();
+  return s;
+}
+
+/// The smallest record of each table: a subject (9 bytes) and a counter (12).
+constexpr std::size_t min_record = 9 + 12;
+
+}  // namespace
+
+void violation_tables::save(core::state_writer& w) const {
+  core::write_counted(
+      w, [&](auto&& f) { individual_.for_each_oldest_first(f); },
+      [](core::state_writer& b, const subject& k, const individual_entry& e) {
+        save_subject(b, k);
+        save_counter(b, e.counter);
+        // Only the reasons it has a count of (most clients have one of 32 slots).
+        const auto counted = std::count_if(e.reasons.begin(), e.reasons.end(),
+                                           [](const decaying_counter& c) { return c.count > 0; });
+        b.u32(static_cast<std::uint32_t>(counted));
+        for (std::size_t slot = 0; slot < e.reasons.size(); ++slot) {
+          if (e.reasons[slot].count == 0) continue;
+          b.u8(static_cast<std::uint8_t>(slot));
+          save_counter(b, e.reasons[slot]);
+        }
+      });
+  core::write_counted(
+      w, [&](auto&& f) { network_.for_each_oldest_first(f); },
+      [](core::state_writer& b, const subject& k, const network_entry& e) {
+        save_subject(b, k);
+        save_counter(b, e.counter);
+        b.u32(static_cast<std::uint32_t>(e.sources.size()));
+        for (const auto& src : e.sources) {
+          b.u64(src.key);
+          b.i64(src.last);
+        }
+      });
+  core::write_counted(
+      w, [&](auto&& f) { bans_.for_each_oldest_first(f); },
+      [](core::state_writer& b, const subject& k, const ban_entry& e) {
+        save_subject(b, k);
+        b.i64(e.until);
+        b.u32(e.bans);
+      });
+}
+
+bool violation_tables::load(core::state_reader& r, const std::vector<std::size_t>& slots) {
+  const unsigned max = std::max(settings_.max_counter, 1u);
+  const auto bounded = [&](decaying_counter c) {
+    c.count = std::min(c.count, static_cast<std::uint32_t>(max));
+    return c;
+  };
+  for (std::uint32_t i = 0, n = r.count(min_record); i < n && r.ok(); ++i) {
+    const subject k = load_subject(r);
+    const decaying_counter counter = bounded(load_counter(r));
+    const std::uint32_t reasons = r.count(13);
+    std::vector<decaying_counter> counts;
+    for (std::uint32_t j = 0; j < reasons && r.ok(); ++j) {
+      const std::size_t saved = r.u8();
+      const decaying_counter c = load_counter(r);
+      // A saved slot names a reason; this process may count it in another slot, or in none.
+      if (saved >= slots.size() || slots[saved] >= reasons_) continue;
+      if (counts.empty()) counts.resize(reasons_);
+      // A reason count never passes its threshold (it restarts at a ban): max_counter bounds
+      // the rest.
+      counts[slots[saved]] = bounded(c);
+    }
+    if (!r.ok()) break;
+    individual_.update(k, [&](individual_entry& e) {
+      e.counter = counter;
+      e.reasons = std::move(counts);
+    });
+  }
+  for (std::uint32_t i = 0, n = r.count(min_record); i < n && r.ok(); ++i) {
+    const subject k = load_subject(r);
+    const decaying_counter counter = bounded(load_counter(r));
+    const std::uint32_t sources = r.count(16);
+    std::vector<source_seen> seen;
+    for (std::uint32_t j = 0; j < sources && r.ok(); ++j) {
+      const source_seen s{r.u64(), r.i64()};
+      if (seen.size() < std::max(1u, settings_.network_min_sources)) seen.push_back(s);
+    }
+    if (!r.ok()) break;
+    network_.update(k, [&](network_entry& e) {
+      e.counter = counter;
+      e.sources = std::move(seen);
+    });
+  }
+  for (std::uint32_t i = 0, n = r.count(9 + 12); i < n && r.ok(); ++i) {
+    const subject k = load_subject(r);
+    const ban_entry b{r.i64(), r.u32()};
+    if (!r.ok()) break;
+    bans_.update(k, [&](ban_entry& e) { e = b; });
+  }
+  return r.ok();
+}
+
+}  // namespace tollgate::pow

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gateway/core/key_block.hpp"
+#include "gateway/core/state_codec.hpp"
 #include "gateway/pow/lru_map.hpp"
 
 namespace tollgate::pow {
@@ -98,6 +99,13 @@ class violation_tables {
     unsigned bans = 0;                         ///< bans so far
   };
   client_view describe(const subject& individual, const subject& network, std::int64_t now) const;
+
+  /// Writes every counter and ban (the state file, docs/design.md §18); reason counts by slot.
+  void save(core::state_writer& w) const;
+  /// Reads what save() wrote into these tables, each saved reason slot `s` counted in slot
+  /// `slots[s]` (max_reason_slots and past: dropped). False when it is malformed (what was read
+  /// before stays).
+  bool load(core::state_reader& r, const std::vector<std::size_t>& slots);
 
   /// Entries held (individual, network), for metrics.
   std::size_t individual_entries() const noexcept { return individual_.size(); }

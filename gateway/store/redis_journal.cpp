@@ -50,13 +50,13 @@ std::string command_of(const std::vector<std::string_view>& args) {
 
 /// An append or a deletion someone waits for.
 struct redis_journal::waiter {
-  std::promise<std::string> done;      ///< "" or why not
-  std::string payload;                 ///< an append's
-  std::vector<std::string> keys;       ///< a deletion's
-  long long removed = 0;               ///< what the deletion removed
-  clock_type::time_point deadline;     ///< given up then
-  std::uint8_t redirects = 0;          ///< MOVED followed so far
-  bool settled = false;                ///< done was set
+  std::promise<std::string> done;   ///< "" or why not
+  std::string payload;              ///< an append's
+  std::vector<std::string> keys;    ///< a deletion's
+  long long removed = 0;            ///< what the deletion removed
+  clock_type::time_point deadline;  ///< given up then
+  std::uint8_t redirects = 0;       ///< MOVED followed so far
+  bool settled = false;             ///< done was set
   void settle(std::string why) {
     if (settled) return;
     settled = true;
@@ -100,9 +100,8 @@ redis_journal::redis_journal(const redis_options& o, asio::ssl::context* tls, st
       spent_prefix_(stream_key_ + "spent:"),
       poll_(poll),
       max_entries_(std::to_string(max_entries)),
-      retention_ms_(std::to_string(
-          std::max<long long>(1000, std::chrono::duration_cast<std::chrono::milliseconds>(retention)
-                                        .count()))),
+      retention_ms_(std::to_string(std::max<long long>(
+          1000, std::chrono::duration_cast<std::chrono::milliseconds>(retention).count()))),
       read_(std::move(read)) {}
 
 redis_journal::~redis_journal() {
@@ -155,9 +154,8 @@ void redis_journal::read_more() {
   if (!link_ || !link_->ready() || reading_) return;
   redis::pending_call c;
   c.kind = read_stream;
-  if (link_->call_now(
-          command_of({"XREAD", "COUNT", page_text, "STREAMS", stream_key_, last_id_}),
-          std::move(c)) == redis::failure::none) {
+  if (link_->call_now(command_of({"XREAD", "COUNT", page_text, "STREAMS", stream_key_, last_id_}),
+                      std::move(c)) == redis::failure::none) {
     reading_ = true;
   }
 }
@@ -194,8 +192,8 @@ bool redis_journal::append(std::string payload) {
   if (!ready()) return false;
   auto w = std::make_shared<waiter>();
   w->payload = std::move(payload);
-  w->deadline = clock_type::now() + std::max<std::chrono::nanoseconds>(o_.connect_timeout,
-                                                                       std::chrono::seconds(1));
+  w->deadline = clock_type::now() +
+                std::max<std::chrono::nanoseconds>(o_.connect_timeout, std::chrono::seconds(1));
   asio::post(io_, [this, w] { send(w); });
   return true;
 }
@@ -241,8 +239,8 @@ void redis_journal::send(const std::shared_ptr<waiter>& w, redis::link* via) {
   c.deadline = w->deadline;
   if (w->keys.empty()) {
     c.kind = add;
-    command = command_of({"EVAL", append_script, "1", stream_key_, max_entries_, w->payload,
-                          retention_ms_});
+    command = command_of(
+        {"EVAL", append_script, "1", stream_key_, max_entries_, w->payload, retention_ms_});
   } else {
     c.kind = delete_keys;
     std::vector<std::string_view> args{"DEL"};

@@ -13,10 +13,10 @@
 /// from its start when the journal starts: a replica that starts rebuilds what the stream
 /// holds. Shape: redis_records, with a stream where it has a hash.
 
-#include <boost/system/error_code.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/system/error_code.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -21,8 +21,8 @@ using namespace tollgate;
 namespace entry = policy::standing_entry;
 
 [[noreturn]] void fail(const char* what, std::string_view input) {
-  std::fprintf(stderr, "fuzz_standing: %s for entry '%.*s'\n", what,
-               static_cast<int>(input.size()), input.data());
+  std::fprintf(stderr, "fuzz_standing: %s for entry '%.*s'\n", what, static_cast<int>(input.size()),
+               input.data());
   std::abort();
 }
 

@@ -107,6 +107,16 @@ TEST_CASE("a minimal gateway file takes the documented defaults", "[config]") {
   CHECK(g.pow.challenge_ttl == std::chrono::seconds(60));
   CHECK(g.limits.max_request_body == 16u << 20);
   CHECK(g.routes.empty());
+  CHECK(g.store.state_file.empty());
+  CHECK(g.store.save_interval == std::chrono::seconds(30));
+}
+
+TEST_CASE("a state file is named relative to the gateway file", "[config]") {
+  scratch s;
+  const auto g = load_gateway(
+      s.write(minimal + "store: { type: memory, state_file: state/s.bin, save_interval: 5s }\n"));
+  CHECK(g.store.state_file == (s.dir / "state/s.bin").string());
+  CHECK(g.store.save_interval == std::chrono::seconds(5));
 }
 
 TEST_CASE("gateway options parse", "[config]") {
@@ -441,6 +451,13 @@ TEST_CASE("every gateway error names file, line and key", "[config]") {
       {minimal + "store: { type: redis, address: 'a:1', tls: { cert: x.pem } }\n",
        "g.yaml:5: store.tls.cert: unknown key (expected ca, certificate, private_key or "
        "server_name)"},
+      {minimal + "store: { type: redis, address: 'a:1', state_file: s.bin }\n",
+       "g.yaml:5: store.state_file: state_file is for store: memory; with redis a client's "
+       "standing is kept in Redis"},
+      {minimal + "store: { type: memory, state_file: s.bin, save_interval: 100ms }\n",
+       "g.yaml:5: store.save_interval: at least 1s"},
+      {minimal + "store: { type: memory, state_file: '' }\n",
+       "g.yaml:5: store.state_file: expected a file name"},
       {minimal + "store: { type: memory, fail_mode: maybe }\n",
        "g.yaml:5: store.fail_mode: expected local, open or closed, got 'maybe'"},
       {minimal + "store: { type: memory, capacity: { ipv4_individual: 0 } }\n",

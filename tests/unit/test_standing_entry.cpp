@@ -29,8 +29,9 @@ TEST_CASE("a violation entry carries its client, rule and reason", "[standing]")
   who.network = {0x7f000300, static_cast<std::uint8_t>(core::level::ipv4_network)};
   const pow::reason_rule rule{true, false, 4, 60'000'000'000, 3'600'000'000'000};
   const std::string text = entry::violation("host-a/17", who, "failed_auth", rule, at);
-  CHECK(text == "1 v host-a/17 1764300000000000000 0 2130707207 1 2130707200 1 0 4 60000000000 "
-                "3600000000000 failed_auth");
+  CHECK(text ==
+        "1 v host-a/17 1764300000000000000 0 2130707207 1 2130707200 1 0 4 60000000000 "
+        "3600000000000 failed_auth");
   const auto e = read(text);
   REQUIRE(e);
   CHECK(e->kind == 'v');
