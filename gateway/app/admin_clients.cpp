@@ -72,8 +72,20 @@ admin_api::reply admin_api::clients(const request& r, std::string_view target) c
   }
   if (r.method == "DELETE") {
     const bool held = c_.pow.penalties().reset(who);
-    admin::audit(r, "reset_client", admin::printable(target), held ? "held=yes" : "held=no", 200);
+    const std::string unshared =
+        c_.standing ? c_.standing->share_clear_client(who, c_.clock.now()) : "";
+    const bool shared = c_.standing != nullptr && c_.standing->shared();
+    admin::audit(r, "reset_client", admin::printable(target),
+                 std::string(held ? "held=yes" : "held=no") +
+                     (shared ? " replica=" + c_.standing->replica() +
+                                   " shared=" + (unshared.empty() ? "yes" : "no")
+                             : ""),
+                 200);
     client["reset"] = held;
+    if (!unshared.empty()) {
+      client["shared"] = false;
+      client["shared_error"] = unshared + ": this replica only";
+    }
     return answer(200, client);
   }
   const core::nanos now = c_.clock.now();

@@ -130,7 +130,8 @@ class gateway_process {
     overrides_->start();
     // A ban this replica's violation caused is counted by worker 0 (its counters have one
     // writer), wherever the entry was applied.
-    standing_->start([this] { server_->count_ban(); });
+    standing_->start(workers_, {[this] { server_->count_ban(); },
+                                [this](pow::penalty_action a) { server_->count_transition(a); }});
     save_state_later();
     attack_->start();
     follow_jwks();
@@ -199,8 +200,7 @@ class gateway_process {
       spdlog::critical("{}", e.what());
       return false;
     }
-    standing_.emplace(*pow_, *store_, current_->config.policy.pow_counters,
-                      current_->policy.prefixes());
+    standing_.emplace(*pow_, *store_, current_->config.policy.pow_counters, current_);
     if (standing_->shared()) shared_->standing = &*standing_;
     if (!current_->config.store.state_file.empty()) {
       state_parts parts{*pow_, *shared_->tiers_set, *shared_->overrides};
@@ -328,7 +328,7 @@ class gateway_process {
         reload({path_, identity_key_, metrics_, *pow_, *server_, current_, access_log_,
                 [this] {
                   attack_->refresh();
-                  standing_->set_prefixes(current_->policy.prefixes());
+                  standing_->set_snapshot(current_);
                 }},
                std::move(files));
         follow_jwks();
@@ -381,6 +381,7 @@ class gateway_process {
       if (next->jwt && current_->jwt) next->jwt->set_keys(current_->jwt->keys());
       current_ = next;
       attack_->refresh();  // before the workers have it
+      standing_->set_snapshot(current_);
       server_->publish(std::move(next));
       follow_jwks();
       spdlog::info("acme: certificates installed");

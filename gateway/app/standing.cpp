@@ -47,11 +47,11 @@ std::optional<pow::subject> client_of(const core::key_block& b, const core::leve
 
 standing_keeper::standing_keeper(policy::pow_state& pow, store::decision_store& store,
                                  const config::pow_counters_config& counters,
-                                 const core::level_prefixes& prefixes)
+                                 std::shared_ptr<const net::snapshot> current)
     : pow_(pow),
       store_(store),
       replica_(host_name() + "/" + std::to_string(::getpid())),
-      prefixes_(prefixes) {
+      snapshot_(std::move(current)) {
   auto* redis = dynamic_cast<store::redis_store*>(&store);
   if (redis == nullptr) return;
   closed_ = redis->options().on_failure == store::fail_mode::closed;
@@ -62,23 +62,70 @@ standing_keeper::standing_keeper(policy::pow_state& pow, store::decision_store& 
   journal_ = std::make_unique<store::redis_journal>(redis->options(), redis->tls(), "standing",
                                                     poll, max_entries, retention,
                                                     [this](std::string_view text) { apply(text); });
+  journal_->every_poll([this] { flush_points(); });
 }
 
 standing_keeper::~standing_keeper() = default;
 
-void standing_keeper::start(std::function<void()> count_ban) {
-  count_ban_ = std::move(count_ban);
+void standing_keeper::start(unsigned workers, counting count) {
+  count_ = std::move(count);
+  for (unsigned i = 0; i < std::max(1u, workers); ++i)
+    buffers_.push_back(std::make_unique<point_buffer>());
   if (journal_) journal_->start();
 }
 
-void standing_keeper::set_prefixes(const core::level_prefixes& p) {
-  const std::lock_guard lock(prefixes_mutex_);
-  prefixes_ = p;
+void standing_keeper::set_snapshot(std::shared_ptr<const net::snapshot> s) {
+  const std::lock_guard lock(snapshot_mutex_);
+  snapshot_ = std::move(s);
 }
 
-core::level_prefixes standing_keeper::prefixes() const {
-  const std::lock_guard lock(prefixes_mutex_);
-  return prefixes_;
+std::shared_ptr<const net::snapshot> standing_keeper::snapshot() const {
+  const std::lock_guard lock(snapshot_mutex_);
+  return snapshot_;
+}
+
+bool standing_keeper::points(std::uint32_t worker, const pow::subject& client, std::uint32_t points,
+                             std::string_view name, core::nanos now) {
+  if (!journal_ || !journal_->ready() || buffers_.empty()) return false;
+  point_buffer& b = *buffers_[worker % buffers_.size()];
+  // The worker's own lock: the journal's thread takes it once a poll.
+  const std::lock_guard lock(b.mutex);
+  auto it = b.clients.find(client);
+  if (it == b.clients.end()) {
+    if (b.clients.size() >= max_pending) return false;
+    it = b.clients.emplace(client, pending_points{0, std::string(name), now}).first;
+  }
+  it->second.points = std::min<std::uint32_t>(1'000'000, it->second.points + points);
+  it->second.at = std::max(it->second.at, now);
+  return true;
+}
+
+void standing_keeper::flush_points() {
+  std::vector<policy::standing_entry::point_record> records;
+  core::nanos at = 0;
+  const auto send = [&] {
+    if (records.empty()) return;
+    if (!journal_->append(entry::points(replica_, at, records))) {
+      spdlog::warn("standing: {} clients' penalty points not sent: Redis went away",
+                   records.size());
+    }
+    records.clear();
+    at = 0;
+  };
+  for (auto& b : buffers_) {
+    std::unordered_map<pow::subject, pending_points, pow::subject_hash> taken;
+    {
+      const std::lock_guard lock(b->mutex);
+      if (b->clients.empty()) continue;
+      taken.swap(b->clients);
+    }
+    for (auto& [who, p] : taken) {
+      records.push_back({who, p.points, std::move(p.name)});
+      at = std::max(at, p.at);
+      if (records.size() == entry::max_point_records) send();
+    }
+  }
+  send();
 }
 
 bool standing_keeper::violation(const policy::client_subjects& who, std::string_view reason,
@@ -103,6 +150,11 @@ std::string standing_keeper::share_ban(const bans::manual_ban& b) {
 std::string standing_keeper::share_lift(const core::key_block& block, core::nanos now) {
   if (!journal_) return {};
   return journal_->append_and_wait(entry::lift(replica_, block, now), admin_wait);
+}
+
+std::string standing_keeper::share_clear_client(const pow::subject& who, core::nanos now) {
+  if (!journal_) return {};
+  return journal_->append_and_wait(entry::clear_client(replica_, who, now), admin_wait);
 }
 
 std::string standing_keeper::share_reset(const core::key_block& block, core::nanos now) {
@@ -176,14 +228,15 @@ void standing_keeper::apply(std::string_view text) {
     return;
   }
   const bool mine = e->origin == replica_;
-  const core::level_prefixes p = prefixes();
+  const auto snap = snapshot();
+  const core::level_prefixes& p = snap->policy.prefixes();
   switch (e->kind) {
     case 'v': {
       const std::size_t slot = pow_.slot(e->reason);
       const auto until =
           pow_.violations().record(e->who.individual, e->who.network, slot, e->rule, e->at);
       if (!until) return;
-      if (mine && count_ban_) count_ban_();
+      if (mine && count_.ban) count_.ban();
       const std::string who = limit::key_to_string(
           static_cast<limit::level>(e->who.individual.level), e->who.individual.key, p);
       if (mine) {
@@ -228,6 +281,25 @@ void standing_keeper::apply(std::string_view text) {
       }
       return;
     }
+    case 'p': {
+      const pow::penalty_rules* ladder = snap->policy.penalties();
+      if (ladder == nullptr) return;  // no ladder in force: points mean nothing now
+      for (const auto& r : e->points) {
+        const auto c = pow_.penalties().add(r.who, r.points, e->at, *ladder);
+        if (!mine || !c.entered()) continue;
+        const pow::penalty_action action = c.after.action(*ladder);
+        if (count_.transition) count_.transition(action);
+        spdlog::log(
+            action >= pow::penalty_action::read_only ? spdlog::level::warn : spdlog::level::info,
+            "penalty ladder: {} entered step {} ({}) at score {} (points shared by every "
+            "replica)",
+            r.name, c.after.step + 1, pow::penalty_action_name(action), c.after.score);
+      }
+      return;
+    }
+    case 'k':
+      if (!mine) pow_.penalties().reset(e->who.individual);
+      return;
     default:
       return;
   }

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "gateway/bans/manual_bans.hpp"
@@ -23,6 +24,7 @@
 #include "gateway/core/clock.hpp"
 #include "gateway/core/key_block.hpp"
 #include "gateway/limit/spec.hpp"
+#include "gateway/net/snapshot.hpp"
 #include "gateway/net/standing_share.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/standing_entry.hpp"
@@ -38,22 +40,29 @@ class standing_keeper final : public net::standing_share {
   /// Over `pow`; shared through Redis when `store` is the Redis store.
   standing_keeper(policy::pow_state& pow, store::decision_store& store,
                   const config::pow_counters_config& counters,
-                  const core::level_prefixes& prefixes);
+                  std::shared_ptr<const net::snapshot> current);
   ~standing_keeper() override;
 
-  /// Starts following the stream; `count_ban` counts a ban this replica's violation caused
-  /// (on the thread that owns the counter).
-  void start(std::function<void()> count_ban);
+  /// What this replica counts of what it applies: a ban its violation caused, a step of the
+  /// penalty ladder its points made a client enter (each on the thread that owns the counter).
+  struct counting {
+    std::function<void()> ban;
+    std::function<void(pow::penalty_action)> transition;
+  };
+  /// Starts following the stream, with `workers` workers sending points.
+  void start(unsigned workers, counting count);
   /// Whether the standing is shared with other replicas.
   bool shared() const noexcept { return journal_ != nullptr; }
   /// This replica's name in entries and audit lines: `<host>/<pid>`.
   const std::string& replica() const noexcept { return replica_; }
-  /// The address levels' prefixes in force (after a reload).
-  void set_prefixes(const core::level_prefixes& p);
+  /// The configuration in force (after a reload): its address levels and penalty ladder.
+  void set_snapshot(std::shared_ptr<const net::snapshot> s);
 
   bool violation(const policy::client_subjects& who, std::string_view reason,
                  const pow::reason_rule& rule, core::nanos now) override;
   void spend(std::string_view challenge, std::int64_t expires, store::claim_handler done) override;
+  bool points(std::uint32_t worker, const pow::subject& client, std::uint32_t points,
+              std::string_view name, core::nanos now) override;
   bool closed() const noexcept override;
 
   /// Sends an admin change (already made here) to every replica: "" when Redis took it (or
@@ -61,6 +70,7 @@ class standing_keeper final : public net::standing_share {
   std::string share_ban(const bans::manual_ban& b);
   std::string share_lift(const core::key_block& block, core::nanos now);
   std::string share_reset(const core::key_block& block, core::nanos now);
+  std::string share_clear_client(const pow::subject& who, core::nanos now);
   /// What reset_limits() did in Redis.
   struct limits_reset {
     long long deleted = 0;  ///< keys deleted
@@ -74,19 +84,35 @@ class standing_keeper final : public net::standing_share {
                             const std::vector<const limit::limit_spec*>& specs);
 
  private:
+  /// Points a worker gathered since the last poll, per client.
+  struct pending_points {
+    std::uint32_t points = 0;
+    std::string name;
+    core::nanos at = 0;  ///< the latest
+  };
+  struct point_buffer {
+    std::mutex mutex;  ///< the worker's and, once a poll, the journal's
+    std::unordered_map<pow::subject, pending_points, pow::subject_hash> clients;
+  };
+  /// Most clients one worker gathers points for between two polls (past it, added here only).
+  static constexpr std::size_t max_pending = 65'536;
+
   /// Applies one entry of the stream.
   void apply(std::string_view text);
-  core::level_prefixes prefixes() const;
+  /// Sends the points gathered since the last poll (on the journal's thread).
+  void flush_points();
+  std::shared_ptr<const net::snapshot> snapshot() const;
 
   policy::pow_state& pow_;
   store::decision_store& store_;
   std::string replica_;
   std::unique_ptr<store::redis_journal> journal_;
   bool closed_ = false;  ///< fail_mode closed
-  std::function<void()> count_ban_;
-  mutable std::mutex prefixes_mutex_;
-  core::level_prefixes prefixes_;
-  std::uint64_t skipped_ = 0;  ///< malformed entries (journal thread)
+  counting count_;
+  mutable std::mutex snapshot_mutex_;
+  std::shared_ptr<const net::snapshot> snapshot_;
+  std::vector<std::unique_ptr<point_buffer>> buffers_;  ///< by worker
+  std::uint64_t skipped_ = 0;                           ///< malformed entries (journal thread)
 };
 
 }  // namespace tollgate::app

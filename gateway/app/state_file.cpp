@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <boost/json/serialize.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/json/serialize.hpp>
 
 #include <cerrno>
 #include <chrono>
@@ -136,7 +136,8 @@ std::string encode_state(state_parts& parts, core::nanos now) {
   add_section(w, proofs, [&](core::state_writer& b) { parts.pow.replays().save(b); });
   add_section(w, manual_bans, [&](core::state_writer& b) { save_manual_bans(b, parts.pow, now); });
   add_section(w, tiers, [&](core::state_writer& b) { parts.tiers.save(b); });
-  add_section(w, overrides, [&](core::state_writer& b) { save_overrides(b, parts.overrides, now); });
+  add_section(w, overrides,
+              [&](core::state_writer& b) { save_overrides(b, parts.overrides, now); });
   std::string out;
   core::state_writer f(out);
   out += magic;
@@ -159,13 +160,13 @@ state_read decode_state(std::string_view bytes, state_parts& parts, core::nanos 
   out.written = head.i64();
   const std::uint64_t length = head.u64();
   if (v != version) {
-    out.error = "format version " + std::to_string(v) + ", this build reads " +
-                std::to_string(version);
+    out.error =
+        "format version " + std::to_string(v) + ", this build reads " + std::to_string(version);
     return out;
   }
   if (length != bytes.size() - header_bytes - 8) {
-    out.error = "truncated or padded: " + std::to_string(bytes.size()) + " bytes for a payload of " +
-                std::to_string(length);
+    out.error = "truncated or padded: " + std::to_string(bytes.size()) +
+                " bytes for a payload of " + std::to_string(length);
     return out;
   }
   const std::string_view payload = bytes.substr(header_bytes, length);
@@ -209,7 +210,8 @@ state_read decode_state(std::string_view bytes, state_parts& parts, core::nanos 
         continue;  // a later version's: skipped
     }
     if (!read || !s.done()) {
-      out.error = std::string("section ") + section_name(tag) + " is malformed (entries before the fault kept)";
+      out.error = std::string("section ") + section_name(tag) +
+                  " is malformed (entries before the fault kept)";
       return out;
     }
     ++out.sections;

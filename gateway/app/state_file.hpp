@@ -26,9 +26,9 @@ namespace tollgate::app {
 
 /// The tables the state file holds.
 struct state_parts {
-  policy::pow_state& pow;             ///< violations, bans, penalties, spent proofs
-  policy::tier_memory& tiers;         ///< tiers upstreams set
-  policy::override_book& overrides;   ///< the admin API's overrides
+  policy::pow_state& pow;            ///< violations, bans, penalties, spent proofs
+  policy::tier_memory& tiers;        ///< tiers upstreams set
+  policy::override_book& overrides;  ///< the admin API's overrides
 };
 
 /// The file's bytes for `parts` at `now`.
@@ -36,9 +36,9 @@ std::string encode_state(state_parts& parts, core::nanos now);
 
 /// What decode_state() read.
 struct state_read {
-  std::string error;           ///< "" when it was read; else why not (and from where on)
-  std::size_t sections = 0;    ///< sections applied
-  core::nanos written = 0;     ///< when it was written
+  std::string error;         ///< "" when it was read; else why not (and from where on)
+  std::size_t sections = 0;  ///< sections applied
+  core::nanos written = 0;   ///< when it was written
 };
 /// Reads `bytes` into `parts` at `now` (what expired meanwhile is dropped). Nothing is applied
 /// when the header, the length or the checksum is wrong.

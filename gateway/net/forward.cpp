@@ -244,12 +244,20 @@ void add_points(worker& w, const snapshot& snap, const admission::record& a, std
   const pow::penalty_rules* ladder = snap.policy.penalties();
   if (ladder == nullptr || points == 0 || a.exempt) return;
   const pow::subject client = admission::consumer(a);
+  const bool identified =
+      a.identity && !a.identity->values.empty() && !a.identity->values[0].empty();
+  // Shared, the points go to every replica with the next poll, and are applied from there.
+  if (w.shared.standing != nullptr &&
+      w.shared.standing->points(
+          w.index, client, points,
+          identified ? "identity " + a.identity->values[0] : "address " + a.client.to_string(),
+          now)) {
+    return;
+  }
   const pow::penalty_table::change c = w.shared.pow.penalties().add(client, points, now, *ladder);
   if (!c.entered()) return;
   const pow::penalty_action action = c.after.action(*ladder);
   w.counters.penalty_transitions[static_cast<std::size_t>(action) - 1].add();
-  const bool identified =
-      a.identity && !a.identity->values.empty() && !a.identity->values[0].empty();
   spdlog::log(action >= pow::penalty_action::read_only ? spdlog::level::warn : spdlog::level::info,
               "penalty ladder: {} {} entered step {} ({}) at score {} after {}",
               identified ? "identity" : "address",

@@ -229,6 +229,13 @@ void server::count_ban() {
   asio::post(w.io, [&w] { w.counters.bans.add(); });
 }
 
+void server::count_transition(pow::penalty_action a) {
+  if (a == pow::penalty_action::none) return;
+  worker& w = *workers_.front();
+  asio::post(w.io,
+             [&w, a] { w.counters.penalty_transitions[static_cast<std::size_t>(a) - 1].add(); });
+}
+
 std::vector<const limit::rejection_tally*> server::limited() const {
   std::vector<const limit::rejection_tally*> out;
   for (const auto& w : workers_)

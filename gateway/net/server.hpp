@@ -34,6 +34,8 @@ class server {
   /// Counts one ban in worker 0's counters, on its thread (from any thread: a ban a shared
   /// violation caused, docs/design.md §18).
   void count_ban();
+  /// Counts a step of the penalty ladder entered (`a`), likewise.
+  void count_transition(pow::penalty_action a);
   /// Every worker's rejections per client, for the admin API.
   std::vector<const limit::rejection_tally*> limited() const;
   /// Installs `s` on every worker; requests that start afterwards use it.

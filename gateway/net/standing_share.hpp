@@ -26,6 +26,12 @@ class standing_share {
   /// store's timeout (fail_mode decides).
   virtual void spend(std::string_view challenge, std::int64_t expires,
                      store::claim_handler done) = 0;
+  /// Adds `points` on the penalty ladder for `client` (called `name` in logs), counted by
+  /// worker `worker`, to every replica: batched per client and sent every poll (one Redis call
+  /// for every client of the interval, none per request). False when it cannot now (Redis
+  /// away): the caller adds them here.
+  virtual bool points(std::uint32_t worker, const pow::subject& client, std::uint32_t points,
+                      std::string_view name, core::nanos now) = 0;
   /// Whether fail_mode is closed: a proof Redis cannot judge gets 503, not this replica's word.
   virtual bool closed() const noexcept = 0;
 };

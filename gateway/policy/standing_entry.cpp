@@ -154,7 +154,73 @@ std::string reset(std::string_view origin, const core::key_block& block, core::n
   return out;
 }
 
+std::string points(std::string_view origin, core::nanos now,
+                   const std::vector<point_record>& records) {
+  std::string out = head('p', origin);
+  signed_number(out, now);
+  for (const auto& r : records) {
+    out += '\n';
+    out += std::to_string(r.who.level);
+    number(out, r.who.key);
+    number(out, r.points);
+    out += ' ';
+    // A name is for the log: anything unprintable (an identity may hold it) becomes '?'.
+    for (const char c : r.name.substr(0, max_text))
+      out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
+  }
+  return out;
+}
+
+std::string clear_client(std::string_view origin, const pow::subject& who, core::nanos now) {
+  std::string out = head('k', origin);
+  signed_number(out, now);
+  number(out, who.level);
+  number(out, who.key);
+  return out;
+}
+
+namespace {
+
+/// A ladder's client: an address level, or an identity (0xfe).
+bool ladder_subject(fields& f, pow::subject& out) {
+  std::uint64_t level = 0;
+  if (!f.unsigned_field(level, 0xfe) || (level >= core::level_count && level != 0xfe)) return false;
+  out.level = static_cast<std::uint8_t>(level);
+  return f.unsigned_field(out.key, std::numeric_limits<std::uint64_t>::max());
+}
+
+/// The lines after a points entry's first.
+bool point_lines(std::string_view lines, std::vector<point_record>& out) {
+  while (!lines.empty()) {
+    const auto nl = lines.find('\n');
+    const std::string_view line = lines.substr(0, nl);
+    lines = nl == std::string_view::npos ? std::string_view() : lines.substr(nl + 1);
+    if (out.size() == max_point_records) return false;
+    fields f(line);
+    point_record r;
+    std::uint64_t points = 0;
+    if (!ladder_subject(f, r.who) || !f.unsigned_field(points, 1'000'000)) return false;
+    r.points = static_cast<std::uint32_t>(points);
+    const std::string_view name = f.rest();
+    if (name.size() > max_text || !printable(name)) return false;
+    r.name = std::string(name);
+    out.push_back(std::move(r));
+  }
+  return !out.empty();
+}
+
+}  // namespace
+
 std::optional<entry> parse(std::string_view text, std::string& error) {
+  std::string_view lines;
+  if (const auto nl = text.find('\n'); nl != std::string_view::npos) {
+    lines = text.substr(nl + 1);
+    text = text.substr(0, nl);
+    if (lines.empty()) {
+      error = "an entry with an empty line";
+      return std::nullopt;
+    }
+  }
   fields f(text);
   if (f.next() != version) {
     error = "not an entry of version " + std::string(version);
@@ -195,9 +261,16 @@ std::optional<entry> parse(std::string_view text, std::string& error) {
     case 'r':
       ok = ok && f.block(e.block) && f.done();
       break;
+    case 'p':
+      ok = ok && f.done() && point_lines(lines, e.points);
+      break;
+    case 'k':
+      ok = ok && ladder_subject(f, e.who.individual) && f.done();
+      break;
     default:
       ok = false;
   }
+  if (e.kind != 'p' && !lines.empty()) ok = false;
   if (!ok) {
     error = "malformed entry of kind '" + std::string(kind) + "'";
     return std::nullopt;

@@ -10,12 +10,18 @@
 ///   1 u <origin> <ns> <block>                              a lift (manual, and automatic
 ///                                                          when the block is one client)
 ///   1 r <origin> <ns> <block>                              a reset
+///   1 p <origin> <ns>                                      points on the penalty ladder,
+///   <level> <key> <points> <name>                          one line per client (at most
+///   ...                                                    max_point_records; name: how
+///                                                          logs call it)
+///   1 k <origin> <ns> <level> <key>                        a client taken off the ladder
 /// where a block is `<4|6>/<prefix>/<net>` (key_block's fields). An entry of another version
 /// or malformed is logged and skipped.
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gateway/bans/manual_bans.hpp"
 #include "gateway/core/key_block.hpp"
@@ -25,16 +31,27 @@ namespace tollgate::policy {
 
 namespace standing_entry {
 
+/// Most clients one points entry carries.
+inline constexpr std::size_t max_point_records = 512;
+
+/// Points for one client on the penalty ladder (docs/design.md §16).
+struct point_record {
+  pow::subject who;          ///< the client (an address level, or 0xfe: an identity)
+  std::uint32_t points = 0;  ///< added
+  std::string name;          ///< its address or identity, for the log
+};
+
 /// One entry, decoded.
 struct entry {
-  char kind = 0;                ///< 'v', 'b', 'u' or 'r'
-  std::string origin;           ///< the replica that wrote it
-  core::nanos at = 0;           ///< when (a ban: since)
-  core::nanos until = 0;        ///< a ban's end
-  policy::client_subjects who;  ///< a violation's client
-  pow::reason_rule rule;        ///< a violation's rule
-  std::string reason;           ///< a violation's reason, a ban's note
-  core::key_block block;        ///< a ban's, lift's or reset's block
+  char kind = 0;                     ///< 'v', 'b', 'u' or 'r'
+  std::string origin;                ///< the replica that wrote it
+  core::nanos at = 0;                ///< when (a ban: since)
+  core::nanos until = 0;             ///< a ban's end
+  policy::client_subjects who;       ///< a violation's client
+  pow::reason_rule rule;             ///< a violation's rule
+  std::string reason;                ///< a violation's reason, a ban's note
+  core::key_block block;             ///< a ban's, lift's or reset's block
+  std::vector<point_record> points;  ///< a points entry's clients
 };
 
 std::string violation(std::string_view origin, const policy::client_subjects& who,
@@ -42,6 +59,9 @@ std::string violation(std::string_view origin, const policy::client_subjects& wh
 std::string ban(std::string_view origin, const bans::manual_ban& b);
 std::string lift(std::string_view origin, const core::key_block& block, core::nanos now);
 std::string reset(std::string_view origin, const core::key_block& block, core::nanos now);
+std::string points(std::string_view origin, core::nanos now,
+                   const std::vector<point_record>& records);
+std::string clear_client(std::string_view origin, const pow::subject& who, core::nanos now);
 /// The entry `text` says, or nothing (with `error`) when it is malformed or of another version.
 std::optional<entry> parse(std::string_view text, std::string& error);
 

@@ -143,6 +143,7 @@ std::shared_ptr<redis::link> redis_journal::connect(const std::string& host, std
 }
 
 void redis_journal::tick() {
+  if (every_poll_) every_poll_();
   read_more();
   timer_.expires_after(poll_);
   timer_.async_wait([this](const boost::system::error_code& ec) {

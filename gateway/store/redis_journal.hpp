@@ -53,6 +53,9 @@ class redis_journal final : private redis::link_events {
   redis_journal(const redis_journal&) = delete;
   redis_journal& operator=(const redis_journal&) = delete;
 
+  /// Runs `f` on the journal's thread every `poll`, before the read (the owner's batches go
+  /// out then). Before start().
+  void every_poll(std::function<void()> f) { every_poll_ = std::move(f); }
   /// Starts following (the first read from the stream's start once the connection is up).
   void start();
   /// The prefix of every key (store.key_prefix).
@@ -99,6 +102,7 @@ class redis_journal final : private redis::link_events {
   std::chrono::nanoseconds poll_;
   std::string max_entries_, retention_ms_;
   on_entry read_;
+  std::function<void()> every_poll_;
   boost::asio::io_context io_;
   boost::asio::steady_timer timer_{io_};
   std::shared_ptr<redis::link> link_;  ///< to the stream's node

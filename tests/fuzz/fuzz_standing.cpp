@@ -7,6 +7,7 @@
 /// with no host bits set and levels in range, and written again by the encoder of its kind it
 /// reads back to the same fields.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +35,10 @@ std::string encode(const entry::entry& e) {
       return entry::ban(e.origin, bans::manual_ban{e.block, e.at, e.until, e.reason});
     case 'u':
       return entry::lift(e.origin, e.block, e.at);
+    case 'p':
+      return entry::points(e.origin, e.at, e.points);
+    case 'k':
+      return entry::clear_client(e.origin, e.who.individual, e.at);
     default:
       return entry::reset(e.origin, e.block, e.at);
   }
@@ -49,7 +54,11 @@ bool same(const entry::entry& a, const entry::entry& b) {
          a.rule.ban_duration == b.rule.ban_duration &&
          a.rule.ban_max_duration == b.rule.ban_max_duration && a.reason == b.reason &&
          a.block.family == b.block.family && a.block.prefix == b.block.prefix &&
-         a.block.net == b.block.net;
+         a.block.net == b.block.net && a.points.size() == b.points.size() &&
+         std::equal(a.points.begin(), a.points.end(), b.points.begin(),
+                    [](const entry::point_record& x, const entry::point_record& y) {
+                      return x.who == y.who && x.points == y.points && x.name == y.name;
+                    });
 }
 
 }  // namespace
@@ -62,14 +71,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (error.empty()) fail("refused without a reason", input);
     return 0;
   }
-  if (std::string_view("vbur").find(e->kind) == std::string_view::npos) fail("unknown kind", input);
-  for (const char c : e->origin + e->reason) {
+  if (std::string_view("vburpk").find(e->kind) == std::string_view::npos) {
+    fail("unknown kind", input);
+  }
+  if (e->kind == 'p' && (e->points.empty() || e->points.size() > entry::max_point_records)) {
+    fail("a points entry of no clients or too many", input);
+  }
+  std::string texts = e->origin + e->reason;
+  for (const auto& p : e->points)
+    texts += p.name;
+  for (const char c : texts) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) fail("control character read", input);
   }
   if (e->kind != 'v' && (e->block.net & ~e->block.mask(e->block.prefix)) != 0) {
     fail("a block with host bits", input);
   }
-  if (e->who.individual.level > 3 || e->who.network.level > 3) fail("a level out of range", input);
+  const auto level_ok = [](std::uint8_t l) { return l < 4 || l == 0xfe; };
+  if (!level_ok(e->who.individual.level) || e->who.network.level > 3) {
+    fail("a level out of range", input);
+  }
+  for (const auto& p : e->points) {
+    if (!level_ok(p.who.level)) fail("a ladder client's level out of range", input);
+  }
   std::string again_error;
   const auto again = entry::parse(encode(*e), again_error);
   if (!again) fail("its own encoding is refused", input);

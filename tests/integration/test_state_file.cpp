@@ -122,9 +122,8 @@ TEST_CASE("a stop and a start on the same state file keep each client's standing
     CHECK(status(gw, banned) == 403);
     request(gw.port, get("/x?violation=marked"), marked);
     CHECK(admin(gw, "PUT", "/admin/bans/127.0.32.0/24?duration=1h").status == 201);
-    const auto o =
-        admin(gw, "PUT", "/admin/overrides",
-              R"({"limit":"per_key","key":"k-kept","short":{"rate":"1/h","burst":3}})");
+    const auto o = admin(gw, "PUT", "/admin/overrides",
+                         R"({"limit":"per_key","key":"k-kept","short":{"rate":"1/h","burst":3}})");
     INFO(o.body);
     CHECK(o.status == 200);
     // A proof spent before the stop.
@@ -142,8 +141,8 @@ TEST_CASE("a stop and a start on the same state file keep each client's standing
   const std::string log = gw.process->output();
   INFO(log);
   CHECK(log.find("state: read") != std::string::npos);
-  CHECK(status(gw, banned) == 403);                  // the automatic ban
-  CHECK(status(gw, "127.0.32.7") == 403);            // the manual ban
+  CHECK(status(gw, banned) == 403);                    // the automatic ban
+  CHECK(status(gw, "127.0.32.7") == 403);              // the manual ban
   CHECK(status(gw, marked, "", "/guarded/x") == 428);  // its counter: a proof is required
   const auto again = request(gw.port, get("/guarded/x", proof), marked);
   CHECK(again.status == 428);

@@ -30,7 +30,7 @@ const std::string routes =
     "  - { match: { path_prefix: /guarded }, category: guarded, upstream: app }\n"
     "  - { match: { path_prefix: /tight }, category: tight, upstream: app }\n";
 
-const std::string policy = R"(
+const std::string base_policy = R"(
 categories:
   general:
     limits:
@@ -51,8 +51,9 @@ violations:
 /// Replicas of one gateway file on `redis`, sharing the PoW secret (as replicas must).
 struct replicas {
   explicit replicas(const redis_server& redis, std::size_t n,
-                    const std::string& store = "timeout: 1s, fail_mode: local")
-      : yaml(redis_gateway_yaml(redis.port, store, 2, routes)) {
+                    const std::string& store = "timeout: 1s, fail_mode: local",
+                    std::string policy_text = base_policy)
+      : yaml(redis_gateway_yaml(redis.port, store, 2, routes)), policy(std::move(policy_text)) {
     for (std::size_t i = 0; i < n; ++i)
       add();
   }
@@ -64,6 +65,7 @@ struct replicas {
   gateway& operator[](std::size_t i) { return *all[i]; }
   echo_server echo;
   std::string yaml;
+  std::string policy;
   std::vector<std::unique_ptr<gateway>> all;
 };
 
@@ -265,4 +267,48 @@ TEST_CASE("without redis each replica keeps its own standing, and shares again o
            std::string::npos;
   }));
   CHECK(time_until(gw[1], "127.0.9.9", 403, clock_type::now()) >= 0us);
+}
+
+TEST_CASE("penalty points gathered on two replicas put the client on the same step on both",
+          "[redis][standing]") {
+  redis_server redis;
+  const std::string ladder = base_policy + R"(
+penalties:
+  points: { rate_limited: 1, marked: 3 }
+  decay: 1/1h
+  steps:
+    - { at: 6, action: warn }
+    - { at: 100, action: ban, for: 1h }
+)";
+  replicas gw(redis, 2, "timeout: 1s, fail_mode: local", ladder);
+  for (std::size_t i = 0; i < 2; ++i)
+    require_degraded(gw[i], 0);
+  const std::string ip = "127.0.12.5";
+  auto standing = [&](std::size_t i) { return admin(gw[i], "GET", "/admin/clients/" + ip).body; };
+  CHECK(request(gw[0].port, get("/x?violation=marked"), ip).status == 200);
+  CHECK(request(gw[1].port, get("/x?violation=marked"), ip).status == 200);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const bool on_step = eventually(
+        [&] { return standing(i).find(R"("score":6,"step":"warn")") != std::string::npos; });
+    INFO("replica " << i << ": " << standing(i));
+    CHECK(on_step);
+  }
+  // Entered once, counted once: by the replica whose points made it.
+  const std::string warn = R"(tollgate_penalty_transitions_total{step="warn"})";
+  CHECK(eventually([&] { return metric(gw[0], warn) + metric(gw[1], warn) == 1; }));
+  // The gateway's own 429s add their point on every replica.
+  for (int i = 0; i < 2; ++i)
+    CHECK(status(gw[i % 2], ip, "/tight") == 200);
+  for (int i = 0; i < 4; ++i)
+    CHECK(status(gw[i % 2], ip, "/tight") == 429);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const bool added =
+        eventually([&] { return standing(i).find(R"("score":10,)") != std::string::npos; });
+    INFO("replica " << i << ": " << standing(i));
+    CHECK(added);
+  }
+  // Taken off the ladder through B: off on A as well.
+  CHECK(admin(gw[1], "DELETE", "/admin/clients/" + ip).status == 200);
+  CHECK(eventually(
+      [&] { return standing(0).find(R"("score":0,"step":null)") != std::string::npos; }));
 }

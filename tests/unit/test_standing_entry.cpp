@@ -70,6 +70,39 @@ TEST_CASE("ban, lift and reset entries carry their block", "[standing]") {
   CHECK(e->origin == "h/2");
 }
 
+TEST_CASE("a points entry carries a line per client, a clear entry one client", "[standing]") {
+  const pow::subject address{0x7f000307, 0};
+  const pow::subject identity{0x1234567890abcdefULL, 0xfe};
+  const std::string text =
+      entry::points("h/1", at, {{address, 3, "address 127.0.3.7"}, {identity, 7, "identity a\nb"}});
+  CHECK(text ==
+        "1 p h/1 1764300000000000000\n0 2130707207 3 address 127.0.3.7\n254 "
+        "1311768467294899695 7 identity a?b");
+  auto e = read(text);
+  REQUIRE(e);
+  CHECK(e->kind == 'p');
+  REQUIRE(e->points.size() == 2);
+  CHECK(e->points[0].who == address);
+  CHECK(e->points[0].points == 3);
+  CHECK(e->points[0].name == "address 127.0.3.7");
+  CHECK(e->points[1].who == identity);
+  CHECK(e->points[1].name == "identity a?b");  // a newline in an identity cannot split it
+  e = read(entry::clear_client("h/1", identity, at));
+  REQUIRE(e);
+  CHECK(e->kind == 'k');
+  CHECK(e->who.individual == identity);
+
+  std::string many = "1 p h/1 1";
+  for (std::size_t i = 0; i <= entry::max_point_records; ++i)
+    many += "\n0 " + std::to_string(i) + " 1 x";
+  CHECK(!read(many));                         // past max_point_records
+  CHECK(!read("1 p h/1 1"));                  // no client
+  CHECK(!read("1 p h/1 1\n"));                // an empty line
+  CHECK(!read("1 p h/1 1\n9 1 1 x"));         // a level that is not a ladder's
+  CHECK(!read("1 p h/1 1\n0 1 1000001 x"));   // more points than one entry carries
+  CHECK(!read("1 r h/1 1 4/32/1\n0 1 1 x"));  // lines on another kind
+}
+
 TEST_CASE("foreign, damaged and hostile entries are refused with a reason", "[standing]") {
   for (const std::string text : {
            "",                                                  // nothing
