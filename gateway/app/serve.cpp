@@ -200,7 +200,8 @@ class gateway_process {
       spdlog::critical("{}", e.what());
       return false;
     }
-    standing_.emplace(*pow_, *store_, current_->config.policy.pow_counters, current_);
+    standing_.emplace(*pow_, *shared_->tiers_set, *store_, current_->config.policy.pow_counters,
+                      current_);
     if (standing_->shared()) shared_->standing = &*standing_;
     if (!current_->config.store.state_file.empty()) {
       state_parts parts{*pow_, *shared_->tiers_set, *shared_->overrides};

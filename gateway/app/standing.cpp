@@ -45,10 +45,12 @@ std::optional<pow::subject> client_of(const core::key_block& b, const core::leve
 
 }  // namespace
 
-standing_keeper::standing_keeper(policy::pow_state& pow, store::decision_store& store,
+standing_keeper::standing_keeper(policy::pow_state& pow, policy::tier_memory& tiers,
+                                 store::decision_store& store,
                                  const config::pow_counters_config& counters,
                                  std::shared_ptr<const net::snapshot> current)
     : pow_(pow),
+      tiers_(tiers),
       store_(store),
       replica_(host_name() + "/" + std::to_string(::getpid())),
       snapshot_(std::move(current)) {
@@ -100,6 +102,22 @@ bool standing_keeper::points(std::uint32_t worker, const pow::subject& client, s
   return true;
 }
 
+bool standing_keeper::tier(std::uint32_t worker, const pow::subject& client, std::string_view tier,
+                           core::nanos until) {
+  if (!journal_ || !journal_->ready() || buffers_.empty()) return false;
+  point_buffer& b = *buffers_[worker % buffers_.size()];
+  const std::lock_guard lock(b.mutex);
+  auto it = b.tiers.find(client);
+  if (it == b.tiers.end()) {
+    if (b.tiers.size() >= max_pending) return false;
+    b.tiers.emplace(client, std::make_pair(std::string(tier), until));
+  } else {
+    it->second.first.assign(tier);
+    it->second.second = until;
+  }
+  return true;
+}
+
 void standing_keeper::flush_points() {
   std::vector<policy::standing_entry::point_record> records;
   core::nanos at = 0;
@@ -112,12 +130,21 @@ void standing_keeper::flush_points() {
     records.clear();
     at = 0;
   };
+  std::vector<policy::standing_entry::tier_record> tiers;
   for (auto& b : buffers_) {
     std::unordered_map<pow::subject, pending_points, pow::subject_hash> taken;
+    std::unordered_map<pow::subject, std::pair<std::string, core::nanos>, pow::subject_hash> set;
     {
       const std::lock_guard lock(b->mutex);
-      if (b->clients.empty()) continue;
       taken.swap(b->clients);
+      set.swap(b->tiers);
+    }
+    for (auto& [who, t] : set) {
+      tiers.push_back({who, t.second, std::move(t.first)});
+      if (tiers.size() == entry::max_point_records) {
+        journal_->append(entry::tiers(replica_, t.second, tiers));
+        tiers.clear();
+      }
     }
     for (auto& [who, p] : taken) {
       records.push_back({who, p.points, std::move(p.name)});
@@ -126,6 +153,7 @@ void standing_keeper::flush_points() {
     }
   }
   send();
+  if (!tiers.empty()) journal_->append(entry::tiers(replica_, tiers.back().until, tiers));
 }
 
 bool standing_keeper::violation(const policy::client_subjects& who, std::string_view reason,
@@ -299,6 +327,10 @@ void standing_keeper::apply(std::string_view text) {
     }
     case 'k':
       if (!mine) pow_.penalties().reset(e->who.individual);
+      return;
+    case 't':
+      for (const auto& t : e->tiers)
+        tiers_.set(t.who, t.tier, t.until);
       return;
     default:
       return;

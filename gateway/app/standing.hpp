@@ -28,6 +28,7 @@
 #include "gateway/net/standing_share.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/standing_entry.hpp"
+#include "gateway/policy/tier_memory.hpp"
 #include "gateway/store/decision_store.hpp"
 #include "gateway/store/redis_journal.hpp"
 
@@ -38,7 +39,7 @@ namespace tollgate::app {
 class standing_keeper final : public net::standing_share {
  public:
   /// Over `pow`; shared through Redis when `store` is the Redis store.
-  standing_keeper(policy::pow_state& pow, store::decision_store& store,
+  standing_keeper(policy::pow_state& pow, policy::tier_memory& tiers, store::decision_store& store,
                   const config::pow_counters_config& counters,
                   std::shared_ptr<const net::snapshot> current);
   ~standing_keeper() override;
@@ -63,6 +64,8 @@ class standing_keeper final : public net::standing_share {
   void spend(std::string_view challenge, std::int64_t expires, store::claim_handler done) override;
   bool points(std::uint32_t worker, const pow::subject& client, std::uint32_t points,
               std::string_view name, core::nanos now) override;
+  bool tier(std::uint32_t worker, const pow::subject& client, std::string_view tier,
+            core::nanos until) override;
   bool closed() const noexcept override;
 
   /// Sends an admin change (already made here) to every replica: "" when Redis took it (or
@@ -93,6 +96,8 @@ class standing_keeper final : public net::standing_share {
   struct point_buffer {
     std::mutex mutex;  ///< the worker's and, once a poll, the journal's
     std::unordered_map<pow::subject, pending_points, pow::subject_hash> clients;
+    /// Tiers set, the latest per client: its name and end.
+    std::unordered_map<pow::subject, std::pair<std::string, core::nanos>, pow::subject_hash> tiers;
   };
   /// Most clients one worker gathers points for between two polls (past it, added here only).
   static constexpr std::size_t max_pending = 65'536;
@@ -104,6 +109,7 @@ class standing_keeper final : public net::standing_share {
   std::shared_ptr<const net::snapshot> snapshot() const;
 
   policy::pow_state& pow_;
+  policy::tier_memory& tiers_;
   store::decision_store& store_;
   std::string replica_;
   std::unique_ptr<store::redis_journal> journal_;

@@ -236,7 +236,11 @@ void record_response_tier(worker& w, const request_in_hand& r, const response_pa
     spdlog::debug("upstream set an unknown tier '{}'", name);
     return;
   }
-  w.shared.tiers_set->set(admission::consumer(r.adm), name, w.shared.clock.now() + tiers->ttl);
+  const pow::subject client = admission::consumer(r.adm);
+  const core::nanos until = w.shared.clock.now() + tiers->ttl;
+  // Shared, it is set on every replica (this one included) with the next poll.
+  if (w.shared.standing != nullptr && w.shared.standing->tier(w.index, client, name, until)) return;
+  w.shared.tiers_set->set(client, name, until);
 }
 
 void add_points(worker& w, const snapshot& snap, const admission::record& a, std::uint32_t points,

@@ -32,6 +32,11 @@ class standing_share {
   /// away): the caller adds them here.
   virtual bool points(std::uint32_t worker, const pow::subject& client, std::uint32_t points,
                       std::string_view name, core::nanos now) = 0;
+  /// Sets `tier` for `client` until `until` (an upstream's X-Tollgate-Tier) on every replica:
+  /// gathered per worker (the latest per client) and sent every poll. False when it cannot
+  /// now: the caller sets it here.
+  virtual bool tier(std::uint32_t worker, const pow::subject& client, std::string_view tier,
+                    core::nanos until) = 0;
   /// Whether fail_mode is closed: a proof Redis cannot judge gets 503, not this replica's word.
   virtual bool closed() const noexcept = 0;
 };

@@ -171,6 +171,21 @@ std::string points(std::string_view origin, core::nanos now,
   return out;
 }
 
+std::string tiers(std::string_view origin, core::nanos now,
+                  const std::vector<tier_record>& records) {
+  std::string out = head('t', origin);
+  signed_number(out, now);
+  for (const auto& r : records) {
+    out += '\n';
+    out += std::to_string(r.who.level);
+    number(out, r.who.key);
+    signed_number(out, r.until);
+    out += ' ';
+    out += r.tier;
+  }
+  return out;
+}
+
 std::string clear_client(std::string_view origin, const pow::subject& who, core::nanos now) {
   std::string out = head('k', origin);
   signed_number(out, now);
@@ -204,6 +219,27 @@ bool point_lines(std::string_view lines, std::vector<point_record>& out) {
     const std::string_view name = f.rest();
     if (name.size() > max_text || !printable(name)) return false;
     r.name = std::string(name);
+    out.push_back(std::move(r));
+  }
+  return !out.empty();
+}
+
+/// The lines after a tiers entry's first.
+bool tier_lines(std::string_view lines, std::vector<tier_record>& out) {
+  while (!lines.empty()) {
+    const auto nl = lines.find('\n');
+    const std::string_view line = lines.substr(0, nl);
+    lines = nl == std::string_view::npos ? std::string_view() : lines.substr(nl + 1);
+    if (out.size() == max_point_records) return false;
+    fields f(line);
+    tier_record r;
+    if (!ladder_subject(f, r.who) || !f.time(r.until)) return false;
+    const std::string_view tier = f.rest();
+    if (tier.empty() || tier.size() > 256 || !printable(tier) ||
+        tier.find(' ') != std::string_view::npos) {
+      return false;
+    }
+    r.tier = std::string(tier);
     out.push_back(std::move(r));
   }
   return !out.empty();
@@ -267,10 +303,13 @@ std::optional<entry> parse(std::string_view text, std::string& error) {
     case 'k':
       ok = ok && ladder_subject(f, e.who.individual) && f.done();
       break;
+    case 't':
+      ok = ok && f.done() && tier_lines(lines, e.tiers);
+      break;
     default:
       ok = false;
   }
-  if (e.kind != 'p' && !lines.empty()) ok = false;
+  if (e.kind != 'p' && e.kind != 't' && !lines.empty()) ok = false;
   if (!ok) {
     error = "malformed entry of kind '" + std::string(kind) + "'";
     return std::nullopt;

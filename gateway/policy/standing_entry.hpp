@@ -15,6 +15,9 @@
 ///   ...                                                    max_point_records; name: how
 ///                                                          logs call it)
 ///   1 k <origin> <ns> <level> <key>                        a client taken off the ladder
+///   1 t <origin> <ns>                                      tiers upstreams set, one line
+///   <level> <key> <until ns> <tier>                        per client (at most
+///   ...                                                    max_point_records)
 /// where a block is `<4|6>/<prefix>/<net>` (key_block's fields). An entry of another version
 /// or malformed is logged and skipped.
 
@@ -41,6 +44,13 @@ struct point_record {
   std::string name;          ///< its address or identity, for the log
 };
 
+/// A tier an upstream set for one client (docs/design.md §15), until when.
+struct tier_record {
+  pow::subject who;       ///< the client (an address level, or 0xfe: an identity)
+  core::nanos until = 0;  ///< when it ends
+  std::string tier;       ///< its name
+};
+
 /// One entry, decoded.
 struct entry {
   char kind = 0;                     ///< 'v', 'b', 'u' or 'r'
@@ -52,6 +62,7 @@ struct entry {
   std::string reason;                ///< a violation's reason, a ban's note
   core::key_block block;             ///< a ban's, lift's or reset's block
   std::vector<point_record> points;  ///< a points entry's clients
+  std::vector<tier_record> tiers;    ///< a tiers entry's clients
 };
 
 std::string violation(std::string_view origin, const policy::client_subjects& who,
@@ -61,6 +72,8 @@ std::string lift(std::string_view origin, const core::key_block& block, core::na
 std::string reset(std::string_view origin, const core::key_block& block, core::nanos now);
 std::string points(std::string_view origin, core::nanos now,
                    const std::vector<point_record>& records);
+std::string tiers(std::string_view origin, core::nanos now,
+                  const std::vector<tier_record>& records);
 std::string clear_client(std::string_view origin, const pow::subject& who, core::nanos now);
 /// The entry `text` says, or nothing (with `error`) when it is malformed or of another version.
 std::optional<entry> parse(std::string_view text, std::string& error);

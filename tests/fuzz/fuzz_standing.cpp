@@ -39,6 +39,8 @@ std::string encode(const entry::entry& e) {
       return entry::points(e.origin, e.at, e.points);
     case 'k':
       return entry::clear_client(e.origin, e.who.individual, e.at);
+    case 't':
+      return entry::tiers(e.origin, e.at, e.tiers);
     default:
       return entry::reset(e.origin, e.block, e.at);
   }
@@ -58,6 +60,11 @@ bool same(const entry::entry& a, const entry::entry& b) {
          std::equal(a.points.begin(), a.points.end(), b.points.begin(),
                     [](const entry::point_record& x, const entry::point_record& y) {
                       return x.who == y.who && x.points == y.points && x.name == y.name;
+                    }) &&
+         a.tiers.size() == b.tiers.size() &&
+         std::equal(a.tiers.begin(), a.tiers.end(), b.tiers.begin(),
+                    [](const entry::tier_record& x, const entry::tier_record& y) {
+                      return x.who == y.who && x.until == y.until && x.tier == y.tier;
                     });
 }
 
@@ -71,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (error.empty()) fail("refused without a reason", input);
     return 0;
   }
-  if (std::string_view("vburpk").find(e->kind) == std::string_view::npos) {
+  if (std::string_view("vburpkt").find(e->kind) == std::string_view::npos) {
     fail("unknown kind", input);
   }
   if (e->kind == 'p' && (e->points.empty() || e->points.size() > entry::max_point_records)) {
@@ -80,6 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string texts = e->origin + e->reason;
   for (const auto& p : e->points)
     texts += p.name;
+  for (const auto& t : e->tiers)
+    texts += t.tier;
   for (const char c : texts) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) fail("control character read", input);
   }
@@ -92,6 +101,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   for (const auto& p : e->points) {
     if (!level_ok(p.who.level)) fail("a ladder client's level out of range", input);
+  }
+  for (const auto& t : e->tiers) {
+    if (!level_ok(t.who.level)) fail("a tier client's level out of range", input);
   }
   std::string again_error;
   const auto again = entry::parse(encode(*e), again_error);

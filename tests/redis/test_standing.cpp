@@ -312,3 +312,27 @@ penalties:
   CHECK(eventually(
       [&] { return standing(0).find(R"("score":0,"step":null)") != std::string::npos; }));
 }
+
+TEST_CASE("a tier an upstream set through one replica holds on the other", "[redis][standing]") {
+  redis_server redis;
+  const std::string tiered = R"(
+tiers:
+  multipliers: { free: 1, premium: 3 }
+  default: free
+  from: [ upstream ]
+  tier_ttl: 1h
+)" + base_policy;
+  replicas gw(redis, 2, "timeout: 1s, fail_mode: local", tiered);
+  for (std::size_t i = 0; i < 2; ++i)
+    require_degraded(gw[i], 0);
+  const std::string ip = "127.0.13.5";
+  CHECK(request(gw[1].port, get("/x"), ip).header("x-ratelimit-limit") == "100");
+  CHECK(request(gw[0].port, get("/x?tier=premium"), ip).status == 200);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const bool premium = eventually(
+        [&] { return request(gw[i].port, get("/x"), ip).header("x-ratelimit-limit") == "300"; });
+    INFO("replica " << i);
+    CHECK(premium);
+  }
+  CHECK(request(gw[1].port, get("/x"), "127.0.13.6").header("x-ratelimit-limit") == "100");
+}
