@@ -34,6 +34,10 @@ struct admin_context {
   standing_keeper* standing = nullptr;   ///< bans and resets shared by replicas (§18)
 };
 
+/// ` replica=<name> shared=yes|no` for an audit line when the standing is shared (docs/design.md
+/// §18), else "": `unshared` is why Redis did not take the change ("" when it did).
+std::string shared_detail(const admin_context& c, const std::string& unshared);
+
 /// Answers /admin/ requests.
 /// Thread safety: used on the control thread, which also swaps `current`.
 class admin_api {

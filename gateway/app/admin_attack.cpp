@@ -70,9 +70,12 @@ admin_api::reply admin_api::attack_mode(const request& r, std::string_view targe
       admin::audit(r, "force_attack_mode", admin::printable(category), "", 404);
       return problem(404, why);
     }
+    const std::string unshared =
+        c_.standing ? c_.standing->share_attack(category, *level, until, c_.clock.now()) : "";
     admin::audit(r, "force_attack_mode", admin::printable(category),
                  "level=" + level_name +
-                     (hold > 0 ? " for=" + std::to_string(core::ceil_seconds(hold)) + "s" : ""),
+                     (hold > 0 ? " for=" + std::to_string(core::ceil_seconds(hold)) + "s" : "") +
+                     shared_detail(c_, unshared),
                  200);
     for (const auto& v : c_.attack->list())
       if (v.category == category) return answer(200, view_of(v));
@@ -85,7 +88,13 @@ admin_api::reply admin_api::attack_mode(const request& r, std::string_view targe
     admin::audit(r, "release_attack_mode", admin::printable(*category), "", 404);
     return problem(404, why);
   }
-  admin::audit(r, "release_attack_mode", admin::printable(*category), "", 200);
+  const std::string unshared =
+      c_.standing ? c_.standing->share_attack(*category, policy::standing_entry::released, 0,
+                                              c_.clock.now())
+                  : "";
+  std::string details = shared_detail(c_, unshared);
+  if (!details.empty()) details.erase(0, 1);
+  admin::audit(r, "release_attack_mode", admin::printable(*category), details, 200);
   for (const auto& v : c_.attack->list())
     if (v.category == *category) return answer(200, view_of(v));
   return problem(404, "no such category");

@@ -74,13 +74,8 @@ admin_api::reply admin_api::clients(const request& r, std::string_view target) c
     const bool held = c_.pow.penalties().reset(who);
     const std::string unshared =
         c_.standing ? c_.standing->share_clear_client(who, c_.clock.now()) : "";
-    const bool shared = c_.standing != nullptr && c_.standing->shared();
     admin::audit(r, "reset_client", admin::printable(target),
-                 std::string(held ? "held=yes" : "held=no") +
-                     (shared ? " replica=" + c_.standing->replica() +
-                                   " shared=" + (unshared.empty() ? "yes" : "no")
-                             : ""),
-                 200);
+                 std::string(held ? "held=yes" : "held=no") + shared_detail(c_, unshared), 200);
     client["reset"] = held;
     if (!unshared.empty()) {
       client["shared"] = false;

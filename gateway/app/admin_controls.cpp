@@ -112,12 +112,6 @@ std::string error_field(const std::string& error) {
   return quoted_field("error", error);
 }
 
-/// ` replica=<name> shared=yes|no` for an audit line when the standing is shared, else "".
-std::string shared_field(const admin_context& c, const std::string& unshared) {
-  if (c.standing == nullptr || !c.standing->shared()) return {};
-  return " replica=" + c.standing->replica() + " shared=" + (unshared.empty() ? "yes" : "no");
-}
-
 /// Says in `body` that a change holds on this replica only, and why, when it does.
 void note_unshared(json::object& body, const std::string& unshared) {
   if (unshared.empty()) return;
@@ -126,6 +120,11 @@ void note_unshared(json::object& body, const std::string& unshared) {
 }
 
 }  // namespace
+
+std::string shared_detail(const admin_context& c, const std::string& unshared) {
+  if (c.standing == nullptr || !c.standing->shared()) return {};
+  return " replica=" + c.standing->replica() + " shared=" + (unshared.empty() ? "yes" : "no");
+}
 
 admin_api::reply admin_api::ban(const request& r, std::string_view target) const {
   std::string error;
@@ -148,7 +147,7 @@ admin_api::reply admin_api::ban(const request& r, std::string_view target) const
   }
   const unsigned status = placed == bans::manual_bans::placed::added ? 201 : 200;
   const std::string unshared = c_.standing ? c_.standing->share_ban(b) : "";
-  admin::audit(r, "ban", name, details + shared_field(c_, unshared), status);
+  admin::audit(r, "ban", name, details + shared_detail(c_, unshared), status);
   json::object body{{"address", name},
                     {"kind", "manual"},
                     {"since", now / core::ns_per_s},
@@ -189,7 +188,7 @@ admin_api::reply admin_api::lift(const request& r, std::string_view target) cons
     lifted_kinds += (lifted_kinds.empty() ? "" : ",") + std::string(k.as_string());
   // Shared even when nothing was lifted here: another replica may hold a ban this one missed.
   const std::string unshared = c_.standing ? c_.standing->share_lift(*block, now) : "";
-  std::string details = (lifted ? "kinds=" + lifted_kinds : "") + shared_field(c_, unshared);
+  std::string details = (lifted ? "kinds=" + lifted_kinds : "") + shared_detail(c_, unshared);
   if (!details.empty() && details.front() == ' ') details.erase(0, 1);
   admin::audit(r, "unban", block->to_string(), details, lifted ? 200 : 404);
   if (!lifted) {
@@ -246,7 +245,7 @@ admin_api::reply admin_api::reset(const request& r, std::string_view target) con
   } else if (c_.shared_store) {
     note = "limiter state in Redis is not reset (only this replica's in-process fallback)";
   }
-  admin::audit(r, "reset", name, details + shared_field(c_, unshared), 200);
+  admin::audit(r, "reset", name, details + shared_detail(c_, unshared), 200);
   json::object body{{"address", name},
                     {"reset", std::move(reset)},
                     {"manual_bans", manual_bans_over(*block, now)}};

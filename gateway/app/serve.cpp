@@ -130,6 +130,25 @@ class gateway_process {
     overrides_->start();
     // A ban this replica's violation caused is counted by worker 0 (its counters have one
     // writer), wherever the entry was applied.
+    // Attack mode forced through another replica: applied here on this thread, as the admin
+    // API applies it.
+    standing_->on_attack([this](std::string category, std::uint8_t level, core::nanos until) {
+      asio::post(control_, [this, category = std::move(category), level, until] {
+        // An entry read again at start may have run its course.
+        if (until != 0 && until <= clock_.now()) return;
+        const bool release = level == policy::standing_entry::released;
+        const std::string why =
+            release ? attack_->release(category) : attack_->force(category, level, until);
+        if (!why.empty()) {
+          spdlog::warn("standing: attack mode of {} from another replica not applied: {}", category,
+                       why);
+        } else {
+          spdlog::info(
+              "standing: attack mode of {} {} by another replica", category,
+              release ? "released" : "forced to " + std::string(policy::attack_level_names[level]));
+        }
+      });
+    });
     standing_->start(workers_, {[this] { server_->count_ban(); },
                                 [this](pow::penalty_action a) { server_->count_transition(a); }});
     save_state_later();

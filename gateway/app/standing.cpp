@@ -185,6 +185,13 @@ std::string standing_keeper::share_clear_client(const pow::subject& who, core::n
   return journal_->append_and_wait(entry::clear_client(replica_, who, now), admin_wait);
 }
 
+std::string standing_keeper::share_attack(const std::string& category, std::uint8_t level,
+                                          core::nanos until, core::nanos now) {
+  if (!journal_) return {};
+  return journal_->append_and_wait(entry::attack(replica_, category, level, until, now),
+                                   admin_wait);
+}
+
 std::string standing_keeper::share_reset(const core::key_block& block, core::nanos now) {
   if (!journal_) return {};
   return journal_->append_and_wait(entry::reset(replica_, block, now), admin_wait);
@@ -331,6 +338,9 @@ void standing_keeper::apply(std::string_view text) {
     case 't':
       for (const auto& t : e->tiers)
         tiers_.set(t.who, t.tier, t.until);
+      return;
+    case 'a':
+      if (!mine && on_attack_) on_attack_(e->reason, e->level, e->until);
       return;
     default:
       return;

@@ -74,6 +74,15 @@ class standing_keeper final : public net::standing_share {
   std::string share_lift(const core::key_block& block, core::nanos now);
   std::string share_reset(const core::key_block& block, core::nanos now);
   std::string share_clear_client(const pow::subject& who, core::nanos now);
+  /// Attack mode forced on `category` (level; policy::standing_entry::released: back to
+  /// automatic) until `until` (0: until released).
+  std::string share_attack(const std::string& category, std::uint8_t level, core::nanos until,
+                           core::nanos now);
+  /// What applies another replica's forcing here (on the journal's thread: the callee takes
+  /// it to attack mode's). Before start().
+  void on_attack(std::function<void(std::string, std::uint8_t, core::nanos)> f) {
+    on_attack_ = std::move(f);
+  }
   /// What reset_limits() did in Redis.
   struct limits_reset {
     long long deleted = 0;  ///< keys deleted
@@ -115,6 +124,7 @@ class standing_keeper final : public net::standing_share {
   std::unique_ptr<store::redis_journal> journal_;
   bool closed_ = false;  ///< fail_mode closed
   counting count_;
+  std::function<void(std::string, std::uint8_t, core::nanos)> on_attack_;
   mutable std::mutex snapshot_mutex_;
   std::shared_ptr<const net::snapshot> snapshot_;
   std::vector<std::unique_ptr<point_buffer>> buffers_;  ///< by worker

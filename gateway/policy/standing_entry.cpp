@@ -186,6 +186,17 @@ std::string tiers(std::string_view origin, core::nanos now,
   return out;
 }
 
+std::string attack(std::string_view origin, std::string_view category, std::uint8_t level,
+                   core::nanos until, core::nanos now) {
+  std::string out = head('a', origin);
+  signed_number(out, now);
+  number(out, level);
+  signed_number(out, until);
+  out += ' ';
+  out += category;
+  return out;
+}
+
 std::string clear_client(std::string_view origin, const pow::subject& who, core::nanos now) {
   std::string out = head('k', origin);
   signed_number(out, now);
@@ -306,6 +317,17 @@ std::optional<entry> parse(std::string_view text, std::string& error) {
     case 't':
       ok = ok && f.done() && tier_lines(lines, e.tiers);
       break;
+    case 'a': {
+      std::uint64_t level = 0;
+      ok = ok && f.unsigned_field(level, released) && (level < 4 || level == released) &&
+           f.time(e.until);
+      e.level = static_cast<std::uint8_t>(level);
+      const std::string_view category = f.rest();
+      ok = ok && !category.empty() && category.size() <= max_text && printable(category) &&
+           category.find(' ') == std::string_view::npos;
+      if (ok) e.reason = std::string(category);
+      break;
+    }
     default:
       ok = false;
   }

@@ -15,6 +15,9 @@
 ///   ...                                                    max_point_records; name: how
 ///                                                          logs call it)
 ///   1 k <origin> <ns> <level> <key>                        a client taken off the ladder
+///   1 a <origin> <ns> <level> <until ns> <category>       attack mode forced by hand
+///                                                          (level 255: released; until
+///                                                          0: until released)
 ///   1 t <origin> <ns>                                      tiers upstreams set, one line
 ///   <level> <key> <until ns> <tier>                        per client (at most
 ///   ...                                                    max_point_records)
@@ -63,7 +66,11 @@ struct entry {
   core::key_block block;             ///< a ban's, lift's or reset's block
   std::vector<point_record> points;  ///< a points entry's clients
   std::vector<tier_record> tiers;    ///< a tiers entry's clients
+  std::uint8_t level = 0;            ///< attack mode: the level forced (255: released)
 };
+
+/// The level of an attack entry that releases a category to automatic.
+inline constexpr std::uint8_t released = 255;
 
 std::string violation(std::string_view origin, const policy::client_subjects& who,
                       std::string_view reason, const pow::reason_rule& rule, core::nanos now);
@@ -74,6 +81,8 @@ std::string points(std::string_view origin, core::nanos now,
                    const std::vector<point_record>& records);
 std::string tiers(std::string_view origin, core::nanos now,
                   const std::vector<tier_record>& records);
+std::string attack(std::string_view origin, std::string_view category, std::uint8_t level,
+                   core::nanos until, core::nanos now);
 std::string clear_client(std::string_view origin, const pow::subject& who, core::nanos now);
 /// The entry `text` says, or nothing (with `error`) when it is malformed or of another version.
 std::optional<entry> parse(std::string_view text, std::string& error);

@@ -41,6 +41,8 @@ std::string encode(const entry::entry& e) {
       return entry::clear_client(e.origin, e.who.individual, e.at);
     case 't':
       return entry::tiers(e.origin, e.at, e.tiers);
+    case 'a':
+      return entry::attack(e.origin, e.reason, e.level, e.until, e.at);
     default:
       return entry::reset(e.origin, e.block, e.at);
   }
@@ -56,7 +58,7 @@ bool same(const entry::entry& a, const entry::entry& b) {
          a.rule.ban_duration == b.rule.ban_duration &&
          a.rule.ban_max_duration == b.rule.ban_max_duration && a.reason == b.reason &&
          a.block.family == b.block.family && a.block.prefix == b.block.prefix &&
-         a.block.net == b.block.net && a.points.size() == b.points.size() &&
+         a.block.net == b.block.net && a.level == b.level && a.points.size() == b.points.size() &&
          std::equal(a.points.begin(), a.points.end(), b.points.begin(),
                     [](const entry::point_record& x, const entry::point_record& y) {
                       return x.who == y.who && x.points == y.points && x.name == y.name;
@@ -78,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (error.empty()) fail("refused without a reason", input);
     return 0;
   }
-  if (std::string_view("vburpkt").find(e->kind) == std::string_view::npos) {
+  if (std::string_view("vburpkta").find(e->kind) == std::string_view::npos) {
     fail("unknown kind", input);
   }
   if (e->kind == 'p' && (e->points.empty() || e->points.size() > entry::max_point_records)) {

@@ -336,3 +336,38 @@ tiers:
   }
   CHECK(request(gw[1].port, get("/x"), "127.0.13.6").header("x-ratelimit-limit") == "100");
 }
+
+TEST_CASE("attack mode forced and released through one replica holds on the other",
+          "[redis][standing]") {
+  redis_server redis;
+  std::string attacked = base_policy;
+  const std::string general_limits =
+      "      ipv4_individual: { short: { rate: 100/s, burst: 100 } }\n";
+  const auto at = attacked.find(general_limits);
+  REQUIRE(at != std::string::npos);
+  attacked.insert(at + general_limits.size(),
+                  "    attack_mode:\n"
+                  "      baseline: { window: 10s, floor: 1000/s }\n"
+                  "      levels:\n"
+                  "        high: { above: 5x, limits: 0.5 }\n");
+  replicas gw(redis, 2, "timeout: 1s, fail_mode: local", attacked);
+  for (std::size_t i = 0; i < 2; ++i)
+    require_degraded(gw[i], 0);
+  auto level_on = [&](std::size_t i) { return admin(gw[i], "GET", "/admin/attack-mode").body; };
+  const std::string body = R"({"category":"general","level":"high","for":"30m"})";
+  const auto put = request(gw[0].admin_port,
+                           "PUT /admin/attack-mode HTTP/1.1\r\nHost: a\r\n"
+                           "Content-Length: " +
+                               std::to_string(body.size()) + "\r\n\r\n" + body);
+  INFO(put.body);
+  CHECK(put.status == 200);
+  const bool forced = eventually(
+      [&] { return level_on(1).find(R"("level":"high","forced":true)") != std::string::npos; });
+  INFO(level_on(1));
+  CHECK(forced);
+  // Half the limits on B too.
+  CHECK(request(gw[1].port, get("/x"), "127.0.14.1").header("x-ratelimit-limit") == "50");
+  CHECK(admin(gw[1], "DELETE", "/admin/attack-mode/general").status == 200);
+  CHECK(eventually(
+      [&] { return level_on(0).find(R"("level":"normal","forced":false)") != std::string::npos; }));
+}

@@ -103,6 +103,21 @@ TEST_CASE("a points entry carries a line per client, a clear entry one client", 
   CHECK(!read("1 r h/1 1 4/32/1\n0 1 1 x"));  // lines on another kind
 }
 
+TEST_CASE("an attack entry forces or releases a category's level", "[standing]") {
+  auto e = read(entry::attack("h/1", "api.example/general", 2, at + 60, at));
+  REQUIRE(e);
+  CHECK(e->kind == 'a');
+  CHECK(e->level == 2);
+  CHECK(e->until == at + 60);
+  CHECK(e->reason == "api.example/general");
+  e = read(entry::attack("h/1", "general", entry::released, 0, at));
+  REQUIRE(e);
+  CHECK(e->level == entry::released);
+  CHECK(!read("1 a h/1 1 4 0 general"));    // no level 4
+  CHECK(!read("1 a h/1 1 2 0 "));           // no category
+  CHECK(!read("1 a h/1 1 2 0 two words"));  // a category with a space
+}
+
 TEST_CASE("foreign, damaged and hostile entries are refused with a reason", "[standing]") {
   for (const std::string text : {
            "",                                                  // nothing
