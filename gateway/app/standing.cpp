@@ -65,6 +65,9 @@ standing_keeper::standing_keeper(policy::pow_state& pow, policy::tier_memory& ti
                                                     poll, max_entries, retention,
                                                     [this](std::string_view text) { apply(text); });
   journal_->every_poll([this] { flush_points(); });
+  // A violation (or points, or tiers) that could not be written after all is applied here, as
+  // it would have been had Redis been away when it happened.
+  journal_->on_unsent([this](std::string_view text) { apply(text); });
 }
 
 standing_keeper::~standing_keeper() = default;

@@ -57,6 +57,8 @@ struct redis_journal::waiter {
   clock_type::time_point deadline;  ///< given up then
   std::uint8_t redirects = 0;       ///< MOVED followed so far
   bool settled = false;             ///< done was set
+  bool sent = false;                ///< written to a connection (its fate may be unknown)
+  bool fallback = false;            ///< an append nobody waits for: unsent, the owner's
   void settle(std::string why) {
     if (settled) return;
     settled = true;
@@ -195,11 +197,20 @@ bool redis_journal::append(std::string payload) {
   w->payload = std::move(payload);
   w->deadline = clock_type::now() +
                 std::max<std::chrono::nanoseconds>(o_.connect_timeout, std::chrono::seconds(1));
+  w->fallback = true;
   asio::post(io_, [this, w] { send(w); });
   return true;
 }
 
+void redis_journal::unsent(const std::shared_ptr<waiter>& w) {
+  w->settle("Redis cannot be reached");
+  // Never written: the owner applies it itself rather than lose it (one written whose reply
+  // did not come may be in the stream, and is left to it).
+  if (w->fallback && !w->sent && on_unsent_) on_unsent_(w->payload);
+}
+
 std::string redis_journal::append_and_wait(std::string payload, std::chrono::nanoseconds wait) {
+  if (!ready()) return "Redis cannot be reached";
   auto w = std::make_shared<waiter>();
   w->payload = std::move(payload);
   w->deadline = clock_type::now() + wait;
@@ -228,7 +239,7 @@ long long redis_journal::remove(std::vector<std::string> keys, std::chrono::nano
 void redis_journal::send(const std::shared_ptr<waiter>& w, redis::link* via) {
   redis::link* to = via != nullptr ? via : link_.get();
   if (to == nullptr || !to->ready()) {
-    if (clock_type::now() >= w->deadline) return w->settle("Redis cannot be reached");
+    if (clock_type::now() >= w->deadline) return unsent(w);
     // Not up yet (a redirection's new link connecting, or a reconnection): again shortly.
     auto retry = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(20));
     retry->async_wait([this, w, retry, via](const boost::system::error_code&) { send(w, via); });
@@ -249,9 +260,8 @@ void redis_journal::send(const std::shared_ptr<waiter>& w, redis::link* via) {
       args.push_back(k);
     command = command_of(args);
   }
-  if (to->call_now(command, std::move(c)) != redis::failure::none) {
-    w->settle("Redis cannot be reached");
-  }
+  if (to->call_now(command, std::move(c)) != redis::failure::none) return unsent(w);
+  w->sent = true;
 }
 
 void redis_journal::claim(std::string_view id, std::int64_t expires, claim_handler done) {

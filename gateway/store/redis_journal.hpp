@@ -56,6 +56,10 @@ class redis_journal final : private redis::link_events {
   /// Runs `f` on the journal's thread every `poll`, before the read (the owner's batches go
   /// out then). Before start().
   void every_poll(std::function<void()> f) { every_poll_ = std::move(f); }
+  /// Runs `f` with the payload of an append() that could not be written after all (Redis went
+  /// away before it was sent), on the journal's thread: the owner applies it itself. Before
+  /// start().
+  void on_unsent(on_entry f) { on_unsent_ = std::move(f); }
   /// Starts following (the first read from the stream's start once the connection is up).
   void start();
   /// The prefix of every key (store.key_prefix).
@@ -63,7 +67,8 @@ class redis_journal final : private redis::link_events {
   /// Whether Redis can be reached now (the last the journal knows).
   bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
 
-  /// Appends `payload` without waiting; false, with nothing sent, when Redis cannot be reached.
+  /// Appends `payload` without waiting; false, with nothing sent, when Redis cannot be reached
+  /// (and on_unsent's callback gets it if it cannot be written later).
   bool append(std::string payload);
   /// Appends `payload` and waits at most `wait` for Redis to take it: "" when it did; else why
   /// not.
@@ -91,6 +96,8 @@ class redis_journal final : private redis::link_events {
   /// Reads what the stream holds past the last entry read; again after `poll_`.
   void tick();
   void read_more();
+  /// Settles `w` as never written (and hands an append nobody waits for to on_unsent).
+  void unsent(const std::shared_ptr<waiter>& w);
   /// Sends `w`'s append, or its deletion on `via`.
   void send(const std::shared_ptr<waiter>& w, redis::link* via = nullptr);
   /// Hands the entries of an XREAD reply to the owner; whether it read a full page.
@@ -103,6 +110,7 @@ class redis_journal final : private redis::link_events {
   std::string max_entries_, retention_ms_;
   on_entry read_;
   std::function<void()> every_poll_;
+  on_entry on_unsent_;
   boost::asio::io_context io_;
   boost::asio::steady_timer timer_{io_};
   std::shared_ptr<redis::link> link_;  ///< to the stream's node
