@@ -319,7 +319,19 @@ std::string redis_server::cli(const std::vector<std::string>& args) const {
 }
 
 std::uint16_t free_port() {
+  // Below the kernel's ephemeral range (32768-60999 by default): a port the kernel hands out
+  // for port 0 is also what it gives the next outgoing connection (a gateway's to Redis, a
+  // client's), which then takes it before the server the port was meant for binds it.
+  static std::atomic<unsigned> next{static_cast<unsigned>(::getpid()) * 7919u};
   asio::io_context io;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const auto port = static_cast<std::uint16_t>(20000 + next.fetch_add(1) % 12000);
+    boost::system::error_code ec;
+    tcp::acceptor a(io);
+    a.open(tcp::v4(), ec);
+    if (!ec) a.bind(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
+    if (!ec) return port;
+  }
   tcp::acceptor a(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   return a.local_endpoint().port();
 }
