@@ -28,10 +28,10 @@ struct admin_context {
   const core::clock& clock;                             ///< now
   const std::shared_ptr<const net::snapshot>& current;  ///< the configuration in force
   std::vector<const limit::rejection_tally*> limited;   ///< every worker's rejections
-  bool shared_store = false;             ///< store: redis (a reset leaves Redis's state alone)
-  override_keeper* overrides = nullptr;  ///< the overrides (docs/design.md §15)
-  attack_watch* attack = nullptr;        ///< attack mode (docs/design.md §16)
-  standing_keeper* standing = nullptr;   ///< bans and resets shared by replicas (§18)
+  bool shared_store = false;                            ///< store: redis
+  override_keeper* overrides = nullptr;                 ///< the overrides (docs/design.md §15)
+  attack_watch* attack = nullptr;                       ///< attack mode (docs/design.md §16)
+  standing_keeper* standing = nullptr;  ///< bans and resets shared by replicas (§18)
 };
 
 /// ` replica=<name> shared=yes|no` for an audit line when the standing is shared (docs/design.md

@@ -90,7 +90,8 @@ std::shared_ptr<const net::snapshot> standing_keeper::snapshot() const {
 }
 
 bool standing_keeper::points(std::uint32_t worker, const pow::subject& client, std::uint32_t points,
-                             std::string_view name, core::nanos now) {
+                             std::string_view identity, const core::address& address,
+                             core::nanos now) {
   if (!journal_ || !journal_->ready() || buffers_.empty()) return false;
   point_buffer& b = *buffers_[worker % buffers_.size()];
   // The worker's own lock: the journal's thread takes it once a poll.
@@ -98,7 +99,10 @@ bool standing_keeper::points(std::uint32_t worker, const pow::subject& client, s
   auto it = b.clients.find(client);
   if (it == b.clients.end()) {
     if (b.clients.size() >= max_pending) return false;
-    it = b.clients.emplace(client, pending_points{0, std::string(name), now}).first;
+    // Named once per client and poll, not per request.
+    std::string name =
+        identity.empty() ? "address " + address.to_string() : "identity " + std::string(identity);
+    it = b.clients.emplace(client, pending_points{0, std::move(name), now}).first;
   }
   it->second.points = std::min<std::uint32_t>(1'000'000, it->second.points + points);
   it->second.at = std::max(it->second.at, now);

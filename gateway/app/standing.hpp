@@ -63,7 +63,7 @@ class standing_keeper final : public net::standing_share {
                  const pow::reason_rule& rule, core::nanos now) override;
   void spend(std::string_view challenge, std::int64_t expires, store::claim_handler done) override;
   bool points(std::uint32_t worker, const pow::subject& client, std::uint32_t points,
-              std::string_view name, core::nanos now) override;
+              std::string_view identity, const core::address& address, core::nanos now) override;
   bool tier(std::uint32_t worker, const pow::subject& client, std::string_view tier,
             core::nanos until) override;
   bool closed() const noexcept override;

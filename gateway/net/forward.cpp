@@ -254,7 +254,7 @@ void add_points(worker& w, const snapshot& snap, const admission::record& a, std
   if (w.shared.standing != nullptr &&
       w.shared.standing->points(
           w.index, client, points,
-          identified ? "identity " + a.identity->values[0] : "address " + a.client.to_string(),
+          identified ? std::string_view(a.identity->values[0]) : std::string_view(), a.client,
           now)) {
     return;
   }

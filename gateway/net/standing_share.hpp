@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "gateway/core/address.hpp"
 #include "gateway/core/clock.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/store/redis_journal.hpp"
@@ -26,12 +27,12 @@ class standing_share {
   /// store's timeout (fail_mode decides).
   virtual void spend(std::string_view challenge, std::int64_t expires,
                      store::claim_handler done) = 0;
-  /// Adds `points` on the penalty ladder for `client` (called `name` in logs), counted by
-  /// worker `worker`, to every replica: batched per client and sent every poll (one Redis call
-  /// for every client of the interval, none per request). False when it cannot now (Redis
-  /// away): the caller adds them here.
+  /// Adds `points` on the penalty ladder for `client` (in logs: its `identity`, or when that
+  /// is empty its `address`), counted by worker `worker`, to every replica: batched per client
+  /// and sent every poll (one Redis call for every client of the interval, none per request).
+  /// False when it cannot now (Redis away): the caller adds them here.
   virtual bool points(std::uint32_t worker, const pow::subject& client, std::uint32_t points,
-                      std::string_view name, core::nanos now) = 0;
+                      std::string_view identity, const core::address& address, core::nanos now) = 0;
   /// Sets `tier` for `client` until `until` (an upstream's X-Tollgate-Tier) on every replica:
   /// gathered per worker (the latest per client) and sent every poll. False when it cannot
   /// now: the caller sets it here.

@@ -31,12 +31,14 @@ void block_text(std::string& out, const core::key_block& b) {
   out += std::to_string(b.net);
 }
 
-std::string head(char kind, std::string_view origin) {
+/// An entry's first fields: version, kind, origin and its time.
+std::string head(char kind, std::string_view origin, core::nanos at) {
   std::string out(version);
   out += ' ';
   out += kind;
   out += ' ';
   out += origin;
+  signed_number(out, at);
   return out;
 }
 
@@ -114,8 +116,7 @@ bool printable(std::string_view s) {
 
 std::string violation(std::string_view origin, const policy::client_subjects& who,
                       std::string_view reason, const pow::reason_rule& rule, core::nanos now) {
-  std::string out = head('v', origin);
-  signed_number(out, now);
+  std::string out = head('v', origin, now);
   number(out, who.individual.level);
   number(out, who.individual.key);
   number(out, who.network.level);
@@ -131,8 +132,7 @@ std::string violation(std::string_view origin, const policy::client_subjects& wh
 }
 
 std::string ban(std::string_view origin, const bans::manual_ban& b) {
-  std::string out = head('b', origin);
-  signed_number(out, b.since);
+  std::string out = head('b', origin, b.since);
   signed_number(out, b.until);
   block_text(out, b.block);
   out += ' ';
@@ -141,23 +141,20 @@ std::string ban(std::string_view origin, const bans::manual_ban& b) {
 }
 
 std::string lift(std::string_view origin, const core::key_block& block, core::nanos now) {
-  std::string out = head('u', origin);
-  signed_number(out, now);
+  std::string out = head('u', origin, now);
   block_text(out, block);
   return out;
 }
 
 std::string reset(std::string_view origin, const core::key_block& block, core::nanos now) {
-  std::string out = head('r', origin);
-  signed_number(out, now);
+  std::string out = head('r', origin, now);
   block_text(out, block);
   return out;
 }
 
 std::string points(std::string_view origin, core::nanos now,
                    const std::vector<point_record>& records) {
-  std::string out = head('p', origin);
-  signed_number(out, now);
+  std::string out = head('p', origin, now);
   for (const auto& r : records) {
     out += '\n';
     out += std::to_string(r.who.level);
@@ -173,8 +170,7 @@ std::string points(std::string_view origin, core::nanos now,
 
 std::string tiers(std::string_view origin, core::nanos now,
                   const std::vector<tier_record>& records) {
-  std::string out = head('t', origin);
-  signed_number(out, now);
+  std::string out = head('t', origin, now);
   for (const auto& r : records) {
     out += '\n';
     out += std::to_string(r.who.level);
@@ -188,8 +184,7 @@ std::string tiers(std::string_view origin, core::nanos now,
 
 std::string attack(std::string_view origin, std::string_view category, std::uint8_t level,
                    core::nanos until, core::nanos now) {
-  std::string out = head('a', origin);
-  signed_number(out, now);
+  std::string out = head('a', origin, now);
   number(out, level);
   signed_number(out, until);
   out += ' ';
@@ -198,8 +193,7 @@ std::string attack(std::string_view origin, std::string_view category, std::uint
 }
 
 std::string clear_client(std::string_view origin, const pow::subject& who, core::nanos now) {
-  std::string out = head('k', origin);
-  signed_number(out, now);
+  std::string out = head('k', origin, now);
   number(out, who.level);
   number(out, who.key);
   return out;
@@ -215,35 +209,38 @@ bool ladder_subject(fields& f, pow::subject& out) {
   return f.unsigned_field(out.key, std::numeric_limits<std::uint64_t>::max());
 }
 
-/// The lines after a points entry's first.
-bool point_lines(std::string_view lines, std::vector<point_record>& out) {
+/// Reads each line of `lines` into a record of `out` with `read(fields, record)`: at least one
+/// line, at most max_point_records, every one read.
+template <class Record, class Read>
+bool each_line(std::string_view lines, std::vector<Record>& out, Read&& read) {
   while (!lines.empty()) {
     const auto nl = lines.find('\n');
-    const std::string_view line = lines.substr(0, nl);
+    fields f(lines.substr(0, nl));
     lines = nl == std::string_view::npos ? std::string_view() : lines.substr(nl + 1);
     if (out.size() == max_point_records) return false;
-    fields f(line);
-    point_record r;
+    Record r;
+    if (!read(f, r)) return false;
+    out.push_back(std::move(r));
+  }
+  return !out.empty();
+}
+
+/// The lines after a points entry's first.
+bool point_lines(std::string_view lines, std::vector<point_record>& out) {
+  return each_line(lines, out, [](fields& f, point_record& r) {
     std::uint64_t points = 0;
     if (!ladder_subject(f, r.who) || !f.unsigned_field(points, 1'000'000)) return false;
     r.points = static_cast<std::uint32_t>(points);
     const std::string_view name = f.rest();
     if (name.size() > max_text || !printable(name)) return false;
     r.name = std::string(name);
-    out.push_back(std::move(r));
-  }
-  return !out.empty();
+    return true;
+  });
 }
 
 /// The lines after a tiers entry's first.
 bool tier_lines(std::string_view lines, std::vector<tier_record>& out) {
-  while (!lines.empty()) {
-    const auto nl = lines.find('\n');
-    const std::string_view line = lines.substr(0, nl);
-    lines = nl == std::string_view::npos ? std::string_view() : lines.substr(nl + 1);
-    if (out.size() == max_point_records) return false;
-    fields f(line);
-    tier_record r;
+  return each_line(lines, out, [](fields& f, tier_record& r) {
     if (!ladder_subject(f, r.who) || !f.time(r.until)) return false;
     const std::string_view tier = f.rest();
     if (tier.empty() || tier.size() > 256 || !printable(tier) ||
@@ -251,9 +248,8 @@ bool tier_lines(std::string_view lines, std::vector<tier_record>& out) {
       return false;
     }
     r.tier = std::string(tier);
-    out.push_back(std::move(r));
-  }
-  return !out.empty();
+    return true;
+  });
 }
 
 }  // namespace

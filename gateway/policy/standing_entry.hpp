@@ -62,7 +62,7 @@ struct entry {
   core::nanos until = 0;             ///< a ban's end
   policy::client_subjects who;       ///< a violation's client
   pow::reason_rule rule;             ///< a violation's rule
-  std::string reason;                ///< a violation's reason, a ban's note
+  std::string reason;                ///< a violation's reason, a ban's note, an attack's category
   core::key_block block;             ///< a ban's, lift's or reset's block
   std::vector<point_record> points;  ///< a points entry's clients
   std::vector<tier_record> tiers;    ///< a tiers entry's clients

@@ -121,17 +121,8 @@ void redis_journal::start() {
 }
 
 std::shared_ptr<redis::link> redis_journal::connect(const std::string& host, std::uint16_t port) {
-  redis::link_options l;
-  l.host = host;
-  l.port = port;
-  l.username = o_.username;
-  l.password = o_.password;
-  // Reads and appends are small; a claim carries its own deadline (the per-decision timeout).
-  l.timeout = std::max<std::chrono::nanoseconds>(o_.connect_timeout, std::chrono::seconds(1));
-  l.connect_timeout = o_.connect_timeout;
-  l.tls = tls_;
-  l.server_name = o_.tls_server_name.empty() ? host : o_.tls_server_name;
-  l.max_in_flight = 4096;
+  // A claim carries its own deadline (the per-decision timeout).
+  redis::link_options l = control_link(o_, tls_, host, port, 4096);
   std::shared_ptr<redis::link> out;
   if (link_ == nullptr) {
     out = redis::link::make(io_, std::move(l), *this);

@@ -60,18 +60,7 @@ void redis_records::start() {
 }
 
 void redis_records::connect(const std::string& host, std::uint16_t port) {
-  redis::link_options l;
-  l.host = host;
-  l.port = port;
-  l.username = o_.username;
-  l.password = o_.password;
-  // A control connection: calls may take a while, not the per-decision timeout.
-  l.timeout = std::max<std::chrono::nanoseconds>(o_.connect_timeout, std::chrono::seconds(1));
-  l.connect_timeout = o_.connect_timeout;
-  l.tls = tls_;
-  l.server_name = o_.tls_server_name.empty() ? host : o_.tls_server_name;
-  l.max_in_flight = 64;
-  link_ = redis::link::make(io_, std::move(l), *this);
+  link_ = redis::link::make(io_, control_link(o_, tls_, host, port, 64), *this);
   link_->start();
 }
 

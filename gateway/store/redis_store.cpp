@@ -57,6 +57,22 @@ std::optional<limit_state> redis_store::state_of(const limit::limit_spec& spec, 
   return fallback_->state_of(spec, key);
 }
 
+redis::link_options control_link(const redis_options& o, boost::asio::ssl::context* tls,
+                                 const std::string& host, std::uint16_t port,
+                                 std::size_t max_in_flight) {
+  redis::link_options l;
+  l.host = host;
+  l.port = port;
+  l.username = o.username;
+  l.password = o.password;
+  l.timeout = std::max<std::chrono::nanoseconds>(o.connect_timeout, std::chrono::seconds(1));
+  l.connect_timeout = o.connect_timeout;
+  l.tls = tls;
+  l.server_name = o.tls_server_name.empty() ? host : o.tls_server_name;
+  l.max_in_flight = max_in_flight;
+  return l;
+}
+
 std::size_t redis_store::forget(const core::key_block& block,
                                 const core::level_prefixes& prefixes) {
   // What Redis refused is remembered per worker; a reset lets each ask Redis again.

@@ -24,6 +24,7 @@
 #include "gateway/metrics/counters.hpp"
 #include "gateway/store/decision_store.hpp"
 #include "gateway/store/local_store.hpp"
+#include "gateway/store/redis_link.hpp"
 
 namespace tollgate::store {
 
@@ -54,6 +55,13 @@ struct redis_options {
   /// TLS toward Redis: CA bundle (empty: no TLS), client certificate and key, server name.
   std::string tls_ca, tls_certificate, tls_private_key, tls_server_name;
 };
+
+/// The options of a control connection to `host`:`port` under `o` (redis_records,
+/// redis_journal): AUTH and TLS as the store's, and a per-call timeout of max(connect_timeout,
+/// 1 s) rather than the per-decision one, for calls that may take a while.
+redis::link_options control_link(const redis_options& o, boost::asio::ssl::context* tls,
+                                 const std::string& host, std::uint16_t port,
+                                 std::size_t max_in_flight);
 
 /// Thread safety: try_decide and start_decide on the worker's thread of limit_request::home
 /// (the one attached under that index); the rest from any thread.

@@ -60,6 +60,7 @@ struct replicas {
   gateway& add() {
     scoped_env secret("TOLLGATE_POW_SECRET", "standing-test-secret-0123456789abcdef");
     all.push_back(std::make_unique<gateway>(yaml, policy, echo.port));
+    require_degraded(*all.back(), 0);  // every worker has Redis
     return *all.back();
   }
   gateway& operator[](std::size_t i) { return *all[i]; }
@@ -106,8 +107,6 @@ TEST_CASE("violations counted on two replicas ban on both at exactly the thresho
           "[redis][standing]") {
   redis_server redis;
   replicas gw(redis, 2);
-  for (std::size_t i = 0; i < 2; ++i)
-    require_degraded(gw[i], 0);
   const std::string ip = "127.0.3.7";
   // Three violations, alternating replicas: each replica counts all three, none bans.
   for (int i = 0; i < 3; ++i)
@@ -139,7 +138,6 @@ TEST_CASE("violations counted on two replicas ban on both at exactly the thresho
 
   // A replica that starts now rebuilds the ban from the stream.
   gateway& late = gw.add();
-  require_degraded(late, 0);
   CHECK(time_until(late, ip, 403, clock_type::now()) >= 0us);
   CHECK(counter_of(late, ip) == "4");
 }
@@ -148,8 +146,6 @@ TEST_CASE("a manual ban, a lift and a reset through one replica hold on the othe
           "[redis][standing]") {
   redis_server redis;
   replicas gw(redis, 2);
-  for (std::size_t i = 0; i < 2; ++i)
-    require_degraded(gw[i], 0);
   const std::string ip = "127.0.4.9";
 
   auto r = admin(gw[1], "PUT", "/admin/bans/127.0.4.0/24?duration=1h&reason=shared+test");
@@ -194,8 +190,6 @@ TEST_CASE("a proof spent on one replica is replayed on the other, and of two at 
           "[redis][standing]") {
   redis_server redis;
   replicas gw(redis, 2);
-  for (std::size_t i = 0; i < 2; ++i)
-    require_degraded(gw[i], 0);
   const std::string ip = "127.0.6.4";
   CHECK(request(gw[0].port, get("/guarded/x?violation=marked"), ip).status == 200);
   for (std::size_t i = 0; i < 2; ++i)
@@ -240,8 +234,6 @@ TEST_CASE("without redis each replica keeps its own standing, and shares again o
           "[redis][standing]") {
   redis_server redis;
   replicas gw(redis, 2, "timeout: 50ms, connect_timeout: 200ms, fail_mode: local");
-  for (std::size_t i = 0; i < 2; ++i)
-    require_degraded(gw[i], 0);
   redis.stop();
   for (std::size_t i = 0; i < 2; ++i)
     require_degraded(gw[i], 1);
@@ -281,8 +273,6 @@ penalties:
     - { at: 100, action: ban, for: 1h }
 )";
   replicas gw(redis, 2, "timeout: 1s, fail_mode: local", ladder);
-  for (std::size_t i = 0; i < 2; ++i)
-    require_degraded(gw[i], 0);
   const std::string ip = "127.0.12.5";
   auto standing = [&](std::size_t i) { return admin(gw[i], "GET", "/admin/clients/" + ip).body; };
   CHECK(request(gw[0].port, get("/x?violation=marked"), ip).status == 200);
@@ -323,8 +313,6 @@ tiers:
   tier_ttl: 1h
 )" + base_policy;
   replicas gw(redis, 2, "timeout: 1s, fail_mode: local", tiered);
-  for (std::size_t i = 0; i < 2; ++i)
-    require_degraded(gw[i], 0);
   const std::string ip = "127.0.13.5";
   CHECK(request(gw[1].port, get("/x"), ip).header("x-ratelimit-limit") == "100");
   CHECK(request(gw[0].port, get("/x?tier=premium"), ip).status == 200);
@@ -351,8 +339,6 @@ TEST_CASE("attack mode forced and released through one replica holds on the othe
                   "      levels:\n"
                   "        high: { above: 5x, limits: 0.5 }\n");
   replicas gw(redis, 2, "timeout: 1s, fail_mode: local", attacked);
-  for (std::size_t i = 0; i < 2; ++i)
-    require_degraded(gw[i], 0);
   auto level_on = [&](std::size_t i) { return admin(gw[i], "GET", "/admin/attack-mode").body; };
   const std::string body = R"({"category":"general","level":"high","for":"30m"})";
   const auto put = request(gw[0].admin_port,
