@@ -33,6 +33,7 @@
 #include "gateway/net/admin.hpp"
 #include "gateway/net/server.hpp"
 #include "gateway/pow/crypto.hpp"
+#include "gateway/store/local_store.hpp"
 
 namespace tollgate::app {
 
@@ -152,6 +153,15 @@ class gateway_process {
     standing_->start(workers_, {[this] { server_->count_ban(); },
                                 [this](pow::penalty_action a) { server_->count_transition(a); }});
     save_state_later();
+    for (const forced_attack& f : std::exchange(forced_, {})) {
+      const std::string why = attack_->force(f.category, f.level, f.until);
+      if (why.empty()) {
+        spdlog::info("state: attack mode of {} forced to {} again", f.category,
+                     policy::attack_level_names[f.level]);
+      } else {
+        spdlog::warn("state: attack mode of {} not forced again: {}", f.category, why);
+      }
+    }
     attack_->start();
     follow_jwks();
     start_acme();
@@ -206,7 +216,11 @@ class gateway_process {
       secret_.resize(32);
       pow::random_bytes(secret_.data(), secret_.size());
     }
-    identity_key_ = identity_key_for(cfg_, secret_, secret_given);
+    // A state file carries the identity key its quotas' keys were hashed under.
+    std::optional<std::string> state;
+    if (!cfg_.store.state_file.empty()) state = read_state_file(cfg_.store.state_file);
+    const auto kept_key = state ? state_identity_key(*state) : std::nullopt;
+    identity_key_ = kept_key ? *kept_key : identity_key_for(cfg_, secret_, secret_given);
     pow_.emplace(secret_, cfg_.pow, cfg_.policy.pow_counters);
     shared_.emplace(net::shared_state{*store_, clock_, *pow_});
     shared_->access_log = &access_log_;
@@ -223,8 +237,11 @@ class gateway_process {
                       current_);
     if (standing_->shared()) shared_->standing = &*standing_;
     if (!current_->config.store.state_file.empty()) {
-      state_parts parts{*pow_, *shared_->tiers_set, *shared_->overrides};
-      load_state_file(current_->config.store.state_file, parts, clock_.now());
+      if (state) {
+        state_parts parts = state_now();
+        load_state(current_->config.store.state_file, *state, parts, clock_.now());
+        forced_ = std::move(parts.forced);
+      }
     }
     return true;
   }
@@ -423,12 +440,40 @@ class gateway_process {
     delay_.async_wait([this](const boost::system::error_code&) { stop_serving(); });
   }
 
+  /// What the state file holds, as it is now.
+  state_parts state_now() {
+    state_parts parts(*pow_, *shared_->tiers_set, *shared_->overrides);
+    parts.identity_key = identity_key_;
+    if (auto* local = dynamic_cast<store::local_store*>(store_.get())) {
+      parts.limits = &local->memory();
+      for (const policy::compiled_policy* p : current_->policies()) {
+        for (const policy::category_limits& c : p->categories()) {
+          for (const limit::limit_spec& l : c.limits) {
+            if (!l.is_quota()) continue;
+            for (const bool v6 : {false, true}) {
+              const quota_place q{l.table(v6), l.scope};
+              if (std::find(parts.quotas.begin(), parts.quotas.end(), q) == parts.quotas.end())
+                parts.quotas.push_back(q);
+            }
+          }
+        }
+      }
+    }
+    if (attack_) {
+      for (const attack_watch::view& v : attack_->list()) {
+        if (v.status.forced && v.status.level > 0)
+          parts.forced.push_back({v.category, v.status.level, v.forced_until});
+      }
+    }
+    return parts;
+  }
+
   /// Writes the state file now (store.state_file), logging at info when `at_stop`.
   void save_state(bool at_stop) {
     const auto& path = current_->config.store.state_file;
     if (path.empty()) return;
     save_timer_.cancel();
-    state_parts parts{*pow_, *shared_->tiers_set, *shared_->overrides};
+    state_parts parts = state_now();
     std::size_t bytes = 0;
     const auto started = std::chrono::steady_clock::now();
     const std::string error = save_state_file(path, parts, clock_.now(), bytes);
@@ -497,14 +542,15 @@ class gateway_process {
   std::vector<std::unique_ptr<net::acme_client>> acme_;  ///< one per listener with tls.acme
   std::optional<net::server> server_;                    ///< the workers
   std::optional<attack_watch> attack_;                   ///< attack mode (docs/design.md §16)
-  std::optional<admin_endpoints> endpoints_;             ///< what the admin listener answers
-  std::unique_ptr<net::admin_server> admin_;             ///< the admin listener
-  bool draining_ = false;                                ///< a stop signal came
-  asio::steady_timer delay_;                             ///< shutdown.delay
-  asio::steady_timer save_timer_{control_};              ///< store.save_interval
-  std::thread stopper_;                                  ///< stops the workers
-  std::thread reader_;                                   ///< reads a reload's files
-  bool reading_ = false, read_again_ = false;            ///< a reload is reading; one more asked
+  std::vector<forced_attack> forced_;  ///< levels the state file forced, until attack_ exists
+  std::optional<admin_endpoints> endpoints_;   ///< what the admin listener answers
+  std::unique_ptr<net::admin_server> admin_;   ///< the admin listener
+  bool draining_ = false;                      ///< a stop signal came
+  asio::steady_timer delay_;                   ///< shutdown.delay
+  asio::steady_timer save_timer_{control_};    ///< store.save_interval
+  std::thread stopper_;                        ///< stops the workers
+  std::thread reader_;                         ///< reads a reload's files
+  bool reading_ = false, read_again_ = false;  ///< a reload is reading; one more asked
 };
 
 }  // namespace

@@ -123,6 +123,16 @@ void state_table::erase(const state_location& at, std::uint32_t i) noexcept {
                         std::memory_order_relaxed);
 }
 
+void state_table::restore(std::uint64_t key, std::uint32_t scope, const nanos (&tat)[2],
+                          nanos now) noexcept {
+  const state_location at = locate(key, scope);
+  std::lock_guard guard(*at.lock);
+  state_entry* e = find(at, key, scope);
+  if (e == nullptr) e = insert(at, key, scope, now);
+  e->tat[0] = tat[0];
+  e->tat[1] = tat[1];
+}
+
 std::optional<state_entry> state_table::lookup(std::uint64_t key, std::uint32_t scope) noexcept {
   const state_location at = locate(key, scope);
   std::lock_guard guard(*at.lock);

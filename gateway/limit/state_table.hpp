@@ -129,6 +129,21 @@ class state_table {
     return n;
   }
 
+  /// Calls `f(entry)` for every occupied slot, taking each shard's lock in turn (the state
+  /// file's save: a whole sweep, off the request path). `f` must not touch the table.
+  template <class F>
+  void for_each(F&& f) const noexcept {
+    for (std::uint32_t s = 0; s < shard_count_; ++s) {
+      std::lock_guard guard(locks_[s & lock_mask_].lock);
+      const state_entry* slots = slots_ + std::size_t{s} * slots_per_shard_;
+      for (std::uint32_t i = 0; i < slots_per_shard_; ++i) {
+        if (slots[i].scope != 0) f(slots[i]);
+      }
+    }
+  }
+  /// Sets the entry of (key, scope) to `tat`, adding it when absent (the state file's load).
+  void restore(std::uint64_t key, std::uint32_t scope, const nanos (&tat)[2], nanos now) noexcept;
+
   /// A copy of the entry of (key, scope), taking the lock itself (admin and tests).
   std::optional<state_entry> lookup(std::uint64_t key, std::uint32_t scope) noexcept;
 

@@ -4,9 +4,9 @@
 ///
 /// Input: one byte, then the rest. Byte 0 even: the rest is the whole file. Odd: the rest is a
 /// payload, wrapped in a right header and checksum, so that the sections' readers are reached.
-/// Checked: decode_state() reads or refuses with a reason, never throws, never reads out of
-/// bounds, and allocates only what the input backs (counts are checked against the bytes
-/// left); whatever it read is written again by encode_state() into a file that reads back
+/// Checked: decode_state() and state_identity_key() read or refuse with a reason, never throws,
+/// never reads out of bounds, and allocates only what the input backs (counts are checked against
+/// the bytes left); whatever it read is written again by encode_state() into a file that reads back
 /// without an error.
 
 #include <cstdint>
@@ -33,7 +33,13 @@ struct tables {
   policy::pow_state pow{"fuzz-secret", settings, counters};
   policy::tier_memory tiers{1000};
   policy::override_book overrides;
-  app::state_parts parts() { return {pow, tiers, overrides}; }
+  limit::memory_store limits{{16, 16, 16, 16, 64}, 1};
+  app::state_parts parts() {
+    app::state_parts p{pow, tiers, overrides};
+    p.limits = &limits;
+    p.quotas = {{0, 1}, {limit::keyed_table, 1}, {limit::keyed_table, 0x5eed}};
+    return p;
+  }
 };
 
 /// `payload` in a right header and checksum.
@@ -54,6 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   const std::string file = (data[0] & 1) != 0 ? wrapped(rest) : std::string(rest);
+  app::state_identity_key(file);
   tables t;
   auto parts = t.parts();
   const app::state_read r = app::decode_state(file, parts, fuzz_now);

@@ -1,17 +1,20 @@
 // The state file of store: memory (docs/design.md §18): a real tollgate stopped by SIGTERM and
 // started again on the same file keeps a client's standing (a ban and its history, violation
-// counters, a manual ban, an override, a spent proof); a truncated file, one of another
-// version, and random bytes are each ignored with a log line, and the gateway serves.
+// counters, a manual ban, an override, a spent proof, a quota's count, a forced attack level); a
+// truncated file, one of another version, and random bytes are each ignored with a log line,
+// and the gateway serves.
 
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "gateway/pow/challenge.hpp"
 #include "harness.hpp"
@@ -188,4 +191,50 @@ TEST_CASE("a truncated, foreign or random state file is ignored with a log line"
     CHECK(log.find("state: " + dir.file() + " ignored: " + c.says) != std::string::npos);
     CHECK(status(gw, "127.0.30.1") == 200);  // nothing of it was applied: not banned
   }
+}
+
+TEST_CASE("a quota's count and a forced attack level survive a stop and a start",
+          "[integration][state]") {
+  // Not across midnight UTC, when the daily window ends anyway.
+  constexpr std::int64_t day = 86'400;
+  if (const std::int64_t left = day - ::time(nullptr) % day; left < 20)
+    std::this_thread::sleep_for(std::chrono::seconds(left + 1));
+  const std::string quota_policy = R"(
+categories:
+  guarded:
+    limits:
+      ipv4_individual: { short: { rate: 100/s, burst: 100 } }
+  general:
+    limits:
+      ipv4_individual: { short: { rate: 100/s, burst: 100 } }
+      daily: { key: { header: X-Api-Key }, quota: { limit: 3, period: day } }
+    attack_mode:
+      baseline: { window: 10s, floor: 1000/s }
+      levels:
+        high: { above: 5x, limits: 0.5 }
+)";
+  echo_server echo;
+  scratch dir;
+  const std::string key = "X-Api-Key: k-daily\r\n";
+  {
+    gateway gw(gateway_yaml(dir.file()), quota_policy, echo.port);
+    CHECK(status(gw, "127.0.34.1", key) == 200);
+    CHECK(status(gw, "127.0.34.2", key) == 200);
+    const auto put = admin(gw, "PUT", "/admin/attack-mode",
+                           R"({"category":"general","level":"high","for":"30m"})");
+    INFO(put.body);
+    CHECK(put.status == 200);
+    terminate(gw);
+  }
+  gateway gw(gateway_yaml(dir.file()), quota_policy, echo.port);
+  CHECK(gw.process->wait_for_line("forced to high again").find("general") != std::string::npos);
+  // Two of the day's three were spent before the stop: one is left, for any address.
+  CHECK(status(gw, "127.0.34.3", key) == 200);
+  const auto over = request(gw.port, get("/x", key), "127.0.34.4");
+  CHECK(over.status == 429);
+  CHECK(over.body.find("quota") != std::string::npos);
+  CHECK(status(gw, "127.0.34.4", "X-Api-Key: k-other\r\n") == 200);
+  const auto level = admin(gw, "GET", "/admin/attack-mode").body;
+  INFO(level);
+  CHECK(level.find(R"("level":"high","forced":true)") != std::string::npos);
 }

@@ -66,7 +66,7 @@ TEST_CASE("every part of a client's standing is read back as it was written", "[
   const app::state_read r = app::decode_state(bytes, parts, later);
   INFO(r.error);
   REQUIRE(r.error.empty());
-  CHECK(r.sections == 6);
+  CHECK(r.sections == 9);
   CHECK(r.written == now);
   CHECK(b.pow.violations().banned_until(client, later) == now - 5 * second + 60 * second);
   CHECK(b.pow.violations().requirement(client, network, later) == 2);
@@ -116,4 +116,58 @@ TEST_CASE("a damaged state file applies nothing and says why", "[state]") {
     CHECK(!r.error.empty());
     CHECK(b.pow.manual_bans().list(now).empty());
   }
+}
+
+TEST_CASE("quota counts, the identity key and forced attack levels come back", "[state]") {
+  tables a;
+  limit::memory_store limits_a({1000, 1000, 1000, 1000, 1000}, 1);
+  const std::uint32_t daily = limit::scope_of("api/daily/header:x-api-key");
+  const std::uint32_t gone = limit::scope_of("api/gone/header:x-api-key");
+  const std::uint32_t burst = limit::scope_of("api/burst/header:x-api-key");
+  const core::nanos day_end = now + 3600 * second;
+  const core::nanos live[2] = {41, day_end};
+  const core::nanos ended[2] = {7, now - second};
+  limits_a.table(limit::keyed_table).restore(0xabc, daily, live, now);
+  limits_a.table(limit::keyed_table).restore(0xdef, daily, ended, now);
+  limits_a.table(limit::keyed_table).restore(0xabc, gone, live, now);
+  limits_a.table(limit::keyed_table).restore(0xabc, burst, live, now);  // a GCRA limit's tats
+  auto written = a.parts();
+  written.identity_key = {0x1111, 0x2222};
+  written.limits = &limits_a;
+  written.quotas = {{limit::keyed_table, daily}, {limit::keyed_table, gone}};
+  written.forced = {{"auth", 2, 0}, {"api", 3, now + 60 * second}, {"old", 1, now + second}};
+  const std::string bytes = app::encode_state(written, now);
+
+  const auto key = app::state_identity_key(bytes);
+  REQUIRE(key);
+  CHECK(key->k0 == 0x1111);
+  CHECK(key->k1 == 0x2222);
+  std::string damaged = bytes;
+  damaged[damaged.size() / 2] ^= 1;
+  CHECK(!app::state_identity_key(damaged));
+
+  tables b;
+  limit::memory_store limits_b({1000, 1000, 1000, 1000, 1000}, 2);  // another table seed
+  auto parts = b.parts();
+  parts.limits = &limits_b;
+  parts.quotas = {{limit::keyed_table, daily}};  // "gone" was removed from the configuration
+  const core::nanos later = now + 2 * second;
+  const app::state_read r = app::decode_state(bytes, parts, later);
+  INFO(r.error);
+  REQUIRE(r.error.empty());
+  auto& t = limits_b.table(limit::keyed_table);
+  const auto count = t.lookup(0xabc, daily);
+  REQUIRE(count);
+  CHECK(count->tat[0] == 41);
+  CHECK(count->tat[1] == day_end);
+  CHECK(!t.lookup(0xdef, daily));  // its window had ended
+  CHECK(!t.lookup(0xabc, gone));   // no longer a quota here
+  CHECK(!t.lookup(0xabc, burst));  // never a quota
+  CHECK(t.size() == 1);
+  REQUIRE(parts.forced.size() == 2);  // "old" ran its course
+  CHECK(parts.forced[0].category == "auth");
+  CHECK(parts.forced[0].level == 2);
+  CHECK(parts.forced[0].until == 0);
+  CHECK(parts.forced[1].category == "api");
+  CHECK(parts.forced[1].until == now + 60 * second);
 }
