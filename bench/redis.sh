@@ -4,13 +4,17 @@
 #
 #   bash bench/redis.sh [SECONDS] [CONNECTIONS]     (defaults: 10 s, 64 connections)
 #   TOLLGATE_BENCH_ROUNDS=N (default 3): rounds of every run, interleaved
+#   TOLLGATE_BENCH_BASELINE=path/to/tollgate: also runs the Redis gateways of another build
+#     (for example an older commit's) in the same rounds, and prints the ratios to them
 #
 # wrk (2 threads) drives, in turn: nginx (two limit_req zones per address, nothing rejected);
 # Tollgate with store: memory and with store: redis (a local redis-server, no persistence),
 # both with 2 levels x 2 tiers per request and nothing rejected, from one address and from
 # random addresses of 10.0.0.0/8 (X-Forwarded-For); then the rejection path of both (one
 # address far past its limit). Prints requests/s and p50/p99 latency of each, the
-# Redis commands per proxied request and per 429 (INFO commandstats), and the script alone
+# Redis decisions (EVALSHA) and all Redis commands per proxied request and per 429 (INFO
+# commandstats; the replicas' standing journal polls with XREAD), the Redis memory a million
+# random addresses with a violation each leave behind, and the script alone
 # under redis-benchmark (decisions/s and Redis CPU per call, 2 and 4 limits, unpipelined and
 # 16 deep).
 set -euo pipefail
@@ -19,6 +23,7 @@ duration="${1:-10}"
 connections="${2:-64}"
 workers="${TOLLGATE_BENCH_WORKERS:-2}"
 rounds="${TOLLGATE_BENCH_ROUNDS:-3}"
+baseline="${TOLLGATE_BENCH_BASELINE:-}"
 
 source bench/common.sh
 bench_setup wrk nginx-light
@@ -56,7 +61,8 @@ http {
 NGINX
 nginx -p "$work" -c "$work/nginx.conf" -g 'daemon off;' & pids+=($!)
 
-tollgate_conf() { # name policy store
+declare -A port pid
+tollgate_conf() { # name policy store [binary]
   cat > "$work/$1.yaml" <<YAML
 listeners: [{ name: public, address: 127.0.0.1, port: 0 }]
 admin: { address: 127.0.0.1, port: 0 }
@@ -68,7 +74,8 @@ policies: [$2]
 store: $3
 logging: { level: info }
 YAML
-  build/tollgate --config "$work/$1.yaml" >"$work/$1.log" 2>&1 & pids+=($!)
+  "${4:-build/tollgate}" --config "$work/$1.yaml" >"$work/$1.log" 2>&1 & pids+=($!)
+  pid[$1]=$!
 }
 # The two Redis gateways have different policies for one category: their keys must differ.
 redis_store() { echo "{ type: redis, address: \"127.0.0.1:$rd\", timeout: 50ms, fail_mode: closed, key_prefix: \"$1\" }"; }
@@ -76,13 +83,21 @@ tollgate_conf memory "$PWD/bench/open-policy.yaml" "{ type: memory }"
 tollgate_conf redis "$PWD/bench/open-policy.yaml" "$(redis_store open:)"
 tollgate_conf memory_429 "$PWD/bench/limited-policy.yaml" "{ type: memory }"
 tollgate_conf redis_429 "$PWD/bench/limited-policy.yaml" "$(redis_store limited:)"
-# Memory: a gateway whose keys live a minute (1/m, burst 1 per address).
+if [ -n "$baseline" ]; then
+  tollgate_conf redis_base "$PWD/bench/open-policy.yaml" "$(redis_store base-open:)" "$baseline"
+  tollgate_conf redis_429_base "$PWD/bench/limited-policy.yaml" "$(redis_store base-limited:)" "$baseline"
+fi
+# Memory: a gateway whose keys live a minute (1/m, burst 1 per address), and whose upstream
+# reports a violation on every request (tollgate-echo's ?violation=): each goes into the
+# replicas' standing journal, one in three bans for 10 s.
 cat > "$work/expiry.yaml" <<YAML
 categories:
   general:
     limits:
       ipv4_individual: { short: { rate: 1/m, burst: 1 } }
       ipv4_network:    { short: { rate: 1000000/m, burst: 1000000 } }
+violations:
+  abuse: { levels: [individual], ban: { threshold: 3, duration: 10s, max_duration: 10s } }
 YAML
 tollgate_conf redis_expiry "$work/expiry.yaml" "$(redis_store expiry:)"
 # Many clients: every request from a random address of 10.0.0.0/8 (X-Forwarded-For from the
@@ -104,54 +119,60 @@ request = function()
   return wrk.format(nil, nil, { ["X-Forwarded-For"] = a })
 end
 LUA
-declare -A port pid
 pid[nginx]=${pids[2]}; port[nginx]=$ng
-i=3
-for name in memory redis memory_429 redis_429 redis_expiry; do
-  pid[$name]=${pids[$i]}
-  port[$name]=$(public_port "$work/$name.log")
-  i=$((i + 1))
-done
-for name in memory redis; do pid[${name}_many]=${pid[$name]}; port[${name}_many]=${port[$name]}; done
+gateways=(memory redis memory_429 redis_429 redis_expiry)
+[ -n "$baseline" ] && gateways+=(redis_base redis_429_base)
+for name in "${gateways[@]}"; do port[$name]=$(public_port "$work/$name.log"); done
+many=(memory redis)
+[ -n "$baseline" ] && many+=(redis_base)
+for name in "${many[@]}"; do pid[${name}_many]=${pid[$name]}; port[${name}_many]=${port[$name]}; done
 wait_port "$ng"
 
 evalsha_calls() { rcli info commandstats | awk -F'[=,:]' '/^cmdstat_evalsha:/ { print $3; found = 1 } END { if (!found) print 0 }'; }
-# wrk -> "rps p50 p99 non2xx cpu_us_per_request requests redis_calls"
+# Every command but the INFO that asks.
+all_calls() { rcli info commandstats | awk -F'[=,:]' '/^cmdstat_/ && !/^cmdstat_info:/ { n += $3 } END { print n + 0 }'; }
+# wrk -> "rps p50 p99 non2xx cpu_us_per_request requests redis_calls all_redis_commands"
 measure() { # name
-  local before after calls_before calls_after
+  local before after calls_before calls_after all_before all_after
   before=$(cpu_ticks "${pid[$1]}")
   calls_before=$(evalsha_calls)
+  all_before=$(all_calls)
   local script=()
   case $1 in *_many) script=(-s "$work/many.lua") ;; esac
   wrk -t2 -c"$connections" -d"${duration}s" --latency "${script[@]}" "http://127.0.0.1:${port[$1]}/api/profiles/x" >"$work/wrk.out" 2>&1
   calls_after=$(evalsha_calls)
+  all_after=$(all_calls)
   after=$(cpu_ticks "${pid[$1]}")
   awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" -v secs="$duration" \
-      -v calls=$((calls_after - calls_before)) \
+      -v calls=$((calls_after - calls_before)) -v all=$((all_after - all_before)) \
     'function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
      /^ +50%/ { p50 = ms($2) } /^ +99%/ { p99 = ms($2) } /^Requests\/sec/ { rps = $2 }
      /requests in/ { n = $1 } /Non-2xx/ { non2xx = $NF }
-     END { printf "%.0f %.3f %.3f %s %.1f %d %d\n", rps, p50, p99, (non2xx == "" ? 0 : non2xx),
-                  (rps > 0 ? ticks / hz * 1e6 / (rps * secs) : 0), n, calls }' "$work/wrk.out"
+     END { printf "%.0f %.3f %.3f %s %.1f %d %d %d\n", rps, p50, p99, (non2xx == "" ? 0 : non2xx),
+                  (rps > 0 ? ticks / hz * 1e6 / (rps * secs) : 0), n, calls, all }' "$work/wrk.out"
 }
 for name in nginx memory redis; do wrk -t1 -c8 -d1s "http://127.0.0.1:${port[$name]}/" >/dev/null 2>&1 || true; done
 # The flooding address: spend its burst before measuring.
-for name in memory_429 redis_429; do wrk -t1 -c4 -d1s "http://127.0.0.1:${port[$name]}/" >/dev/null 2>&1 || true; done
+flooded=(memory_429 redis_429)
+[ -n "$baseline" ] && flooded+=(redis_429_base)
+for name in "${flooded[@]}"; do wrk -t1 -c4 -d1s "http://127.0.0.1:${port[$name]}/" >/dev/null 2>&1 || true; done
 
 declare -A result
 targets=(nginx memory redis memory_many redis_many memory_429 redis_429)
+[ -n "$baseline" ] && targets+=(redis_base redis_base_many redis_429_base)
 for round in $(seq "$rounds"); do
   for target in "${targets[@]}"; do result[$target.$round]=$(measure "$target"); done
 done
 
 echo
 echo "== redis store benchmark: wrk -t2 -c$connections -d${duration}s, $workers workers each, $(nproc) cores, redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), $(date -u +%F)"
-printf '%-24s %12s %9s %9s %9s %11s %14s\n' "" "requests/s" "p50 ms" "p99 ms" "non-2xx" "CPU us/req" "redis calls/req"
+printf '%-28s %12s %9s %9s %9s %11s %14s %14s\n' "" "requests/s" "p50 ms" "p99 ms" "non-2xx" "CPU us/req" "decisions/req" "commands/req"
 for target in "${targets[@]}"; do
   for round in $(seq "$rounds"); do
-    read -r rps p50 p99 bad cpu n calls <<<"${result[$target.$round]}"
-    printf '%-24s %12s %9s %9s %9s %11s %14s\n' "$target (round $round)" "$rps" "$p50" "$p99" "$bad" "$cpu" \
-      "$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.4f", (n > 0 ? c / n : 0) }')"
+    read -r rps p50 p99 bad cpu n calls all <<<"${result[$target.$round]}"
+    printf '%-28s %12s %9s %9s %9s %11s %14s %14s\n' "$target (round $round)" "$rps" "$p50" "$p99" "$bad" "$cpu" \
+      "$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.4f", (n > 0 ? c / n : 0) }')" \
+      "$(awk -v c="$all" -v n="$n" 'BEGIN { printf "%.4f", (n > 0 ? c / n : 0) }')"
   done
 done
 median_ratio() { # field target-a target-b
@@ -175,24 +196,38 @@ echo "p99 added by redis (redis - memory), median:          $(median_diff 2 redi
 echo "many addresses: throughput redis / memory, median:    $(median_ratio 0 redis_many memory_many)"
 echo "many addresses: p99 added by redis, median:           $(median_diff 2 redis_many memory_many)"
 echo "429 rate of one flooding address redis / memory:      $(median_ratio 0 redis_429 memory_429)"
+if [ -n "$baseline" ]; then
+  echo "against the baseline build ($baseline), median of rounds:"
+  echo "  proxied throughput:                                 $(median_ratio 0 redis redis_base)"
+  echo "  proxied CPU per request:                            $(median_ratio 4 redis redis_base)"
+  echo "  many addresses, throughput:                         $(median_ratio 0 redis_many redis_base_many)"
+  echo "  429 rate:                                           $(median_ratio 0 redis_429 redis_429_base)"
+  echo "  CPU per 429:                                        $(median_ratio 4 redis_429 redis_429_base)"
+fi
 
 # Memory: a million requests from random addresses through a Redis gateway whose keys live a
 # minute (nearly a million distinct /32 keys and 65 536 /24 keys, each written with its
-# expiry), then Redis's key count until their tats have passed and Redis has expired them.
+# expiry), each reporting a violation (a million journal entries, one ban in three), then
+# Redis's key count until their tats have passed and Redis has expired them. What stays is the
+# journal, trimmed to its bound (docs/replicas.md).
 if [ -z "${TOLLGATE_BENCH_SKIP_EXPIRY:-}" ]; then
   rcli flushall >/dev/null
+  used_memory() { rcli info memory | awk -F: '/^used_memory_human/ { print $2 }' | tr -d '\r'; }
+  journal="{expiry:standing}"
   sent=0 start=$SECONDS
   while [ "$sent" -lt 1000000 ]; do
-    n=$(wrk -t2 -c"$connections" -d10s -s "$work/many.lua" "http://127.0.0.1:${port[redis_expiry]}/api/profiles/x" | awk '/requests in/ { print $1 }')
+    n=$(wrk -t2 -c"$connections" -d10s -s "$work/many.lua" "http://127.0.0.1:${port[redis_expiry]}/api/profiles/x?violation=abuse" | awk '/requests in/ { print $1 }')
     sent=$((sent + n))
   done
   peak=$(rcli dbsize)
-  memory=$(rcli info memory | awk -F: '/^used_memory_human/ { print $2 }' | tr -d '\r')
+  memory=$(used_memory)
+  entries=$(rcli xlen "$journal")
+  journal_bytes=$(rcli memory usage "$journal")
   sending=$((SECONDS - start))
   start=$SECONDS
-  while [ "$(rcli dbsize)" -gt 0 ] && [ $((SECONDS - start)) -lt 180 ]; do sleep 1; done
+  while [ "$(rcli dbsize)" -gt 1 ] && [ $((SECONDS - start)) -lt 180 ]; do sleep 1; done
   echo
-  echo "expiry: $sent requests from random addresses in $sending s; $peak keys in Redis then (used_memory $memory); $(rcli dbsize) keys $((SECONDS - start)) s later (used_memory $(rcli info memory | awk -F: '/^used_memory_human/ { print $2 }' | tr -d '\r'))"
+  echo "expiry: $sent requests from random addresses, each with a violation, in $sending s; $peak keys in Redis then (used_memory $memory; the journal $entries entries, $journal_bytes bytes); $(rcli dbsize) keys $((SECONDS - start)) s later (used_memory $(used_memory); the journal $(rcli xlen "$journal") entries, $(rcli memory usage "$journal") bytes, expiring in $(rcli ttl "$journal") s)"
 fi
 
 # The script alone: redis-benchmark's own clients, random addresses (fresh keys: every call

@@ -1,10 +1,12 @@
 // The Redis store on a real 3-node Redis Cluster (Debian's redis-server, --cluster-enabled,
 // made with redis-cli --cluster create): limits hold on every node, limits in other slots are
-// refunded when another slot rejects, and a resharding's MOVED is followed.
+// refunded when another slot rejects, a resharding's MOVED is followed, and two replicas share
+// a client's standing (docs/design.md §18) through the journal in its own slot.
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -51,7 +53,7 @@ struct cluster3 {
 
 /// A /24 under 127.0.0.0/8 whose address keys (tag "{tg:127.X.Y.0/24}") hash to a slot for
 /// which `want` holds; its first address.
-std::string network_where(bool (*want)(std::uint16_t), int skip = 0) {
+std::string network_where(const std::function<bool(std::uint16_t)>& want, int skip = 0) {
   for (int x = 1; x < 256; ++x) {
     for (int y = 0; y < 256; ++y) {
       const std::string net = "127." + std::to_string(x) + "." + std::to_string(y) + ".";
@@ -253,4 +255,53 @@ TEST_CASE("a slot being migrated answers ASK, followed with ASKING to the import
   const auto r2 = request(gw.port, get("/x"), src);
   CHECK(r2.status == 200);
   CHECK(r2.header("x-ratelimit-remaining") == "3");
+}
+
+TEST_CASE("two replicas on a Cluster share bans, and a reset deletes keys on another node",
+          "[redis][cluster][standing]") {
+  cluster3 cl;
+  echo_server echo;
+  const std::string policy =
+      five_a_minute +
+      "violations:\n"
+      "  abuse: { levels: [individual], ban: { threshold: 2, duration: 1h } }\n";
+  // Seeded with different nodes: each finds the others through the slot map.
+  gateway a(gateway_yaml(cl.a.port), policy, echo.port);
+  gateway b(gateway_yaml(cl.c.port), policy, echo.port);
+  require_degraded(a, 0);
+  require_degraded(b, 0);
+  const std::uint16_t journal_slot = redis::key_slot("{tg:standing}");
+  redis_server& journal_node = cl.serving(journal_slot);
+  auto admin = [](const gateway& gw, const std::string& method, const std::string& target) {
+    return request(gw.admin_port,
+                   method + " " + target + " HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+  };
+
+  // Two violations, one through each replica: banned on both.
+  const std::string banned = "127.250.0.9";
+  CHECK(request(a.port, get("/x?violation=abuse"), banned).status == 200);
+  CHECK(request(b.port, get("/x?violation=abuse"), banned).status == 200);
+  CHECK(eventually([&] { return request(a.port, get("/x"), banned).status == 403; }));
+  CHECK(eventually([&] { return request(b.port, get("/x"), banned).status == 403; }));
+  CHECK(journal_node.cli({"type", "{tg:standing}"}) == "stream");
+
+  // A client whose limiter keys live on another node than the journal's: its burst spent
+  // across both replicas, then reset through B.
+  const std::string client =
+      network_where([&](std::uint16_t s) { return &cl.serving(s) != &journal_node; });
+  CAPTURE(client);
+  const std::string net = client.substr(0, client.size() - 1) + "0/24";
+  const std::string key = "{tg:" + net + "}general/ipv4_individual/32:" + client;
+  redis_server& home = cl.serving(redis::key_slot("{tg:" + net + "}"));
+  REQUIRE(&home != &journal_node);
+  CHECK(statuses(a, client, 3) == std::vector<int>{200, 200, 200});
+  CHECK(statuses(b, client, 3) == std::vector<int>{200, 200, 429});
+  CHECK(!home.cli({"get", key}).empty());
+  const auto r = admin(b, "DELETE", "/admin/addresses/" + client);
+  INFO(r.body);
+  CHECK(r.status == 200);
+  CHECK(r.body.find(R"("redis_keys_deleted":1)") != std::string::npos);
+  CHECK(home.cli({"get", key}).empty());
+  CHECK(eventually([&] { return request(a.port, get("/x"), client).status == 200; }));
+  CHECK(statuses(b, client, 5) == std::vector<int>{200, 200, 200, 200, 429});
 }

@@ -2,7 +2,7 @@
 // redis-server, in front of one tollgate-echo that reports violations. Violations counted on
 // any replica ban on all of them at exactly the threshold; manual bans, lifts and resets made
 // through one replica hold on the others; a proof is spent once across replicas; a replica that
-// starts later learns what the others know; Redis lost and back.
+// starts later learns what the others know; Redis lost and back under each fail_mode.
 
 #include <catch2/catch.hpp>
 
@@ -259,6 +259,73 @@ TEST_CASE("without redis each replica keeps its own standing, and shares again o
            std::string::npos;
   }));
   CHECK(time_until(gw[1], "127.0.9.9", 403, clock_type::now()) >= 0us);
+}
+
+TEST_CASE("with fail_mode open or closed a replica keeps the bans it knows while redis is away",
+          "[redis][standing]") {
+  for (const std::string mode : {"open", "closed"}) {
+    INFO("fail_mode: " << mode);
+    redis_server redis;
+    replicas gw(redis, 2, "timeout: 50ms, connect_timeout: 200ms, fail_mode: " + mode);
+    const std::string banned = "127.0.10.1", marked = "127.0.10.2", plain = "127.0.10.3";
+    for (int i = 0; i < 4; ++i)
+      request(gw[0].port, get("/x?violation=abuse"), banned);
+    CHECK(request(gw[0].port, get("/guarded/x?violation=marked"), marked).status == 200);
+    for (std::size_t i = 0; i < 2; ++i) {
+      CHECK(eventually([&] { return status(gw[i], banned) == 403; }));
+      CHECK(eventually([&] { return status(gw[i], marked, "/guarded/x") == 428; }));
+    }
+    // A proof solved while Redis is there, sent once it is gone.
+    const auto challenge = request(gw[0].port, get("/guarded/x"), marked).header("x-pow-challenge");
+    REQUIRE(!challenge.empty());
+    const std::string proof = get("/guarded/x", "X-PoW-Solution: " + challenge + ":" +
+                                                    tollgate::pow::solve(challenge, 4, 1) + "\r\n");
+
+    redis.stop();
+    for (std::size_t i = 0; i < 2; ++i)
+      require_degraded(gw[i], 1);
+    for (std::size_t i = 0; i < 2; ++i) {
+      CHECK(status(gw[i], banned) == 403);  // neither admitted nor 503: the ban is known here
+      const auto r = request(gw[i].port, get("/x"), plain);
+      if (mode == "open") {
+        CHECK(r.status == 200);
+        CHECK(r.header("x-ratelimit-limit").empty());  // nothing false is told
+      } else {
+        CHECK(r.status == 503);
+        CHECK(r.body.find(R"("code":"store_unavailable")") != std::string::npos);
+      }
+    }
+    const auto started = clock_type::now();
+    const auto first = request(gw[0].port, proof, marked);
+    const auto waited = clock_type::now() - started;
+    INFO(first.body);
+    // Redis cannot say whether the proof was spent elsewhere: open judges it by this replica's
+    // own replay cache, closed refuses; either way within the timeout, not the client's.
+    CHECK(waited < 2s);
+    if (mode == "open") {
+      CHECK(first.status == 200);
+      const auto again = request(gw[0].port, proof, marked);
+      CHECK(again.status == 428);
+      CHECK(again.body.find(R"("reason":"replayed")") != std::string::npos);
+      // A violation while Redis is away bans on the replica that saw it, as with local.
+      const std::string alone = "127.0.10.4";
+      for (int i = 0; i < 4; ++i)
+        request(gw[1].port, get("/x?violation=abuse"), alone);
+      CHECK(status(gw[1], alone) == 403);
+      CHECK(status(gw[0], alone) == 200);
+    } else {
+      CHECK(first.status == 503);
+      CHECK(first.body.find(R"("code":"store_unavailable")") != std::string::npos);
+    }
+
+    redis.start();
+    for (std::size_t i = 0; i < 2; ++i)
+      require_degraded(gw[i], 0);
+    for (std::size_t i = 0; i < 2; ++i) {
+      CHECK(status(gw[i], plain) == 200);
+      CHECK(status(gw[i], banned) == 403);
+    }
+  }
 }
 
 TEST_CASE("penalty points gathered on two replicas put the client on the same step on both",
