@@ -256,7 +256,7 @@ pow_config read_pow(const yaml_node& n) {
 
 websocket_config read_websocket(const yaml_node& n) {
   n.expect_keys({"max_message_size", "messages", "on_excess", "max_lifetime", "idle_timeout",
-                 "max_connections_per_address"});
+                 "max_connections_per_address", "pings"});
   websocket_config w;
   if (auto v = n.get("max_message_size")) {
     w.max_message_size = v->as_size();
@@ -290,6 +290,10 @@ websocket_config read_websocket(const yaml_node& n) {
   if (auto v = n.get("idle_timeout")) w.idle_timeout = v->as_duration();
   if (auto v = n.get("max_connections_per_address")) {
     w.max_connections_per_address = as_u32(*v, 1, 1'000'000);
+  }
+  if (auto p = n.get("pings")) {
+    p->expect_keys({"rate", "burst"});
+    w.pings = tier_config{p->at("rate").as_rate(), as_u32(p->at("burst"), 1, max_burst)};
   }
   return w;
 }

@@ -87,6 +87,8 @@ struct websocket_config {
   core::duration max_lifetime = std::chrono::hours(24);    ///< then close 1001
   core::duration idle_timeout = std::chrono::seconds(60);  ///< without traffic or pings
   std::uint32_t max_connections_per_address = 10;          ///< excess upgrades get 429
+  /// Control frames from the client (ping, pong) per connection: past it, close 1008.
+  tier_config pings = tier_config{core::rate{10, core::ns_per_s}, 20};
 };
 
 /// A category: what each of its requests costs and what limits it.

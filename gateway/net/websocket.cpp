@@ -114,6 +114,7 @@ struct tunnel final : tunnel_list::member {
   direction from_client;            ///< client -> upstream
   direction from_upstream;          ///< upstream -> client
   std::uint16_t own_code = 0;       ///< the gateway's close code, once it closes
+  std::string own_reason;           ///< and its reason ("pings", a message type; "": none)
   bool counted = false;             ///< the close was counted
   bool upstream_pump_done = false;  ///< the upstream -> client coroutine has returned
   std::unique_ptr<std::array<char, 16 * 1024>> tls_in;     ///< TLS reads (plain: the worker's)
@@ -206,7 +207,7 @@ void own_close(tunnel& t, direction& d, bool to_upstream) {
   // A client's frames are masked (RFC 6455 §5.3); the key needs no secrecy here: the
   // upstream is not a browser's peer that a crafted payload could confuse.
   const std::array<std::uint8_t, 4> mask = {0x37, 0xfa, 0x21, 0x3d};
-  ws::append_close_frame(d.own, t.own_code, "", to_upstream ? &mask : nullptr);
+  ws::append_close_frame(d.own, t.own_code, t.own_reason, to_upstream ? &mask : nullptr);
   d.emit(d.own.data(), d.own.size());
 }
 
@@ -233,6 +234,7 @@ ws::frame_action on_header(tunnel& t, direction& d, bool from_client, const ws::
         counters.ws_limited[t.metric][v.action == ws::frame_action::drop ? 1 : 0].add();
       }
       if (v.action == ws::frame_action::close) {
+        if (t.own_code == 0) t.own_reason = v.reason;
         t.close_with(v.code);
         return d.action = ws::frame_action::drop;
       }

@@ -62,6 +62,7 @@ message_limits compile_limits(const config::websocket_config& c) noexcept {
   if (c.messages) m.rate = limit::make_params(c.messages->rate, c.messages->burst);
   m.per_kib = c.cost == config::message_cost::per_kib;
   m.drop = c.on_excess == config::excess_action::drop;
+  m.pings = limit::make_params(c.pings.rate, c.pings.burst);
   return m;
 }
 
@@ -95,6 +96,16 @@ frame_verdict client_meter::judge(const frame_header& h, core::nanos now) noexce
   if (h.control()) {
     // Control frames: close, ping, pong; never fragmented, never over 125 bytes, no RSV bits.
     if (h.op > pong || !h.fin || h.length > 125 || h.rsv != 0) return closing(protocol_error);
+    if (h.op != close && limits_.pings.burst != 0) {
+      const auto r = limit::gcra_check(ping_tat_, now, 1, limits_.pings);
+      if (!r.allowed) {
+        return {.action = frame_action::close,
+                .code = policy_violation,
+                .limited = true,
+                .reason = "pings"};
+      }
+      ping_tat_ = r.tat;
+    }
     return {};
   }
   if (h.op > binary) return closing(protocol_error);  // 0x3-0x7 are reserved

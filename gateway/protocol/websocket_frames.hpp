@@ -128,6 +128,7 @@ struct message_limits {
   limit::gcra_params rate;                   ///< per connection; burst 0: no message limit
   bool per_kib = false;                      ///< cost ceil(bytes/1024), else 1 per message
   bool drop = false;                         ///< over the limit: dropped, else close 1008
+  limit::gcra_params pings;                  ///< pings and pongs per connection (close 1008)
 };
 
 /// The compiled form of `c`.
@@ -148,6 +149,8 @@ struct frame_verdict {
   bool message_start = false;
   /// This frame's message was found over the message limit (close or drop; counted once).
   bool limited = false;
+  /// What the close names as its reason ("" for none): "pings" past the ping limit.
+  std::string_view reason{};
 };
 
 /// The state of one connection's messages from the client: which message is open, its bytes
@@ -163,7 +166,8 @@ class client_meter {
   /// Judges the frame with header `h`, arriving at `now`. A fragmented message is judged on
   /// its first frame (cost: one message, or the KiB that frame carries); later fragments of an
   /// admitted message are charged their further KiB without a check (the next message pays),
-  /// those of a dropped message are dropped. Control frames are never counted. Malformed
+  /// those of a dropped message are dropped. Pings and pongs count against the ping limit
+  /// (past it: close 1008, reason "pings"); a close frame is never limited. Malformed
   /// frames (unmasked, reserved opcodes or bits, control frames fragmented or over 125 bytes,
   /// a continuation with no message open or a new message inside one) close with 1002.
   frame_verdict judge(const frame_header& h, core::nanos now) noexcept;
@@ -181,6 +185,7 @@ class client_meter {
   bool dropping_ = false;            ///< the open message is being dropped
   std::uint64_t message_bytes_ = 0;  ///< payload bytes of the open message so far
   core::nanos tat_ = 0;              ///< GCRA state of the message limit
+  core::nanos ping_tat_ = 0;         ///< GCRA state of the ping limit
 };
 
 }  // namespace tollgate::protocol::ws

@@ -80,6 +80,8 @@ TEST_CASE("the default policy holds the table of design.md section 3", "[config]
   CHECK(ws.max_message_size == 1u << 20);
   CHECK(ws.messages->burst == 100u);
   CHECK(ws.max_connections_per_address == 10u);
+  CHECK(ws.pings.burst == 20u);
+  CHECK(ws.pings.rate.count == 10);
 
   const auto* failed_auth = p.violation("failed_auth");
   REQUIRE(failed_auth != nullptr);
@@ -222,6 +224,11 @@ TEST_CASE("every policy error names file, line and key", "[config]") {
       {"categories:\n  ws:\n    websocket: { messages: { rate: 5/s, burst: 5, cost: per_byte } }\n",
        "p.yaml:3: categories.ws.websocket.messages.cost: expected per_message or per_kib, got "
        "'per_byte'"},
+      {"categories:\n  ws:\n    websocket: { pings: { rate: 5/s } }\n",
+       "p.yaml:3: categories.ws.websocket.pings.burst: missing required key"},
+      {"categories:\n  ws:\n    websocket: { pings: { rate: 5/s, burst: 0 } }\n",
+       "p.yaml:3: categories.ws.websocket.pings.burst: expected a whole number from 1 to 1000000, "
+       "got '0'"},
       {"categories:\n  ws:\n    websocket: { idle_timeout: 5 }\n",
        "p.yaml:3: categories.ws.websocket.idle_timeout: invalid duration '5' (expected a number "
        "and ms, s, m, h or d, e.g. 30s)"},

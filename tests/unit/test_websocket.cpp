@@ -287,3 +287,27 @@ TEST_CASE("the meter: per_kib charges ceil(bytes/1024), fragments included") {
   paid.judge(header_of(frame(continuation, true, 3 * 1024)), 0);
   CHECK(paid.judge(header_of(frame(binary, true, 1)), second / 4).action == frame_action::forward);
 }
+
+TEST_CASE("the meter: pings and pongs have a limit of their own, close frames none") {
+  message_limits l = limits(1, 1);
+  l.pings = limit::make_params({10, core::ns_per_s}, 20);
+  client_meter meter(l, false);
+  for (int i = 0; i < 20; ++i) {
+    const frame_verdict v = meter.judge(header_of(frame(i % 2 != 0 ? pong : ping, true, 4)), 0);
+    CHECK(v.action == frame_action::forward);
+    CHECK_FALSE(v.message_start);
+  }
+  // Not a message: the message limit's burst of 1 is still whole.
+  CHECK(meter.judge(header_of(frame(text, true, 2)), 0).action == frame_action::forward);
+  const frame_verdict over = meter.judge(header_of(frame(ping, true, 0)), 0);
+  CHECK(over.action == frame_action::close);
+  CHECK(over.code == policy_violation);
+  CHECK(over.reason == "pings");
+  CHECK(meter.judge(header_of(frame(opcode::close, true, 2)), 0).action == frame_action::forward);
+  // One emission interval (100 ms) later, one more.
+  client_meter paced(l, false);
+  for (int i = 0; i < 20; ++i)
+    paced.judge(header_of(frame(ping, true, 0)), 0);
+  CHECK(paced.judge(header_of(frame(ping, true, 0)), second / 10).action == frame_action::forward);
+  CHECK(paced.judge(header_of(frame(ping, true, 0)), second / 10).action == frame_action::close);
+}

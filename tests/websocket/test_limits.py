@@ -15,7 +15,7 @@ import websockets
 
 GATEWAY = h.gateway_yaml(routes=[("/ws/close/", "ws_close"), ("/ws/drop/", "ws_drop"),
                                    ("/ws/kib/", "ws_kib"), ("/ws/life/", "ws_life"),
-                                   ("/ws/idle/", "ws_idle")])
+                                   ("/ws/idle/", "ws_idle"), ("/ws/pings/", "ws_pings")])
 
 POLICY = """
 categories:
@@ -57,6 +57,11 @@ categories:
       ipv4_individual: { short: { rate: 1000/s, burst: 1000 } }
     websocket:
       idle_timeout: 1s
+  ws_pings:
+    limits:
+      ipv4_individual: { short: { rate: 1000/s, burst: 1000 } }
+    websocket:
+      pings: { rate: 1/s, burst: 3 }
 """
 
 
@@ -120,6 +125,44 @@ class Limits(h.GatewayCase):
         d = lambda name, **l: m1.value(name, **l) - m0.value(name, **l)
         self.assertEqual(d("tollgate_websocket_messages_limited_total", category="general", action="close"), 1)
         self.assertEqual(d("tollgate_websocket_messages_total", category="general", direction="from_client"), relayed)
+
+    async def test_a_ping_flood_closes_1008_naming_pings(self):
+        # The default ping limit (10/s, burst 20) on a category that sets none: 2 000 pings
+        # back to back once went through a 5 messages/s tunnel, every one answered.
+        await self.quiet()
+        m0 = self.gw.metrics()
+        start = time.monotonic()
+        async with self.connect("/ws/close/pings", compression=None) as ws:
+            for i in range(2000):
+                try:
+                    await ws.ping(b"p%d" % i)
+                except websockets.ConnectionClosed:
+                    break
+            code, reason, _ = await h.closed_with(ws)
+        self.assertEqual((code, reason), (1008, "pings"))
+        self.assertLess(time.monotonic() - start, 5)
+        m1 = self.gw.metrics()
+        d = lambda name, **l: m1.value(name, **l) - m0.value(name, **l)
+        self.assertEqual(d("tollgate_websocket_closes_total", code="1008", by="gateway"), 1)
+
+    async def test_configured_ping_limit_answers_its_burst_then_closes(self):
+        # pings: { rate: 1/s, burst: 3 }: three pings answered, the fourth closes (pongs from
+        # the client count as well); messages are not affected.
+        async with self.connect("/ws/pings/a", compression=None) as ws:
+            for i in range(3):
+                await asyncio.wait_for(await ws.ping(b"k%d" % i), 3)
+            await ws.send("still open")
+            self.assertEqual(await ws.recv(), "still open")
+            await ws.pong(b"unsolicited")
+            code, reason, _ = await h.closed_with(ws)
+        self.assertEqual((code, reason), (1008, "pings"))
+        # Paced under the rate, pings go on without end.
+        async with self.connect("/ws/pings/b", compression=None) as ws:
+            for i in range(5):
+                await asyncio.wait_for(await ws.ping(), 3)
+                await asyncio.sleep(1.05)  # pacing: one a second, the configured rate
+            await ws.send("alive")
+            self.assertEqual(await ws.recv(), "alive")
 
     async def test_on_excess_close_refills_at_the_rate(self):
         # 5 at once, then one every 200 ms: paced at 4/s, 10 messages pass.
