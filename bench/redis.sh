@@ -236,11 +236,12 @@ rcli flushall >/dev/null
 # The script's text, as compiled in (gateway/store/gcra.lua).
 script=$(cat gateway/store/gcra.lua)
 sha=$(rcli script load "$script")
-# The open policy's limits (T 1000 ns burst 10^6; T 3600 ns burst 10^6), then per request:
+# The open policy's limits (kind 0: GCRA; T 1000 ns burst 10^6; T 3600 ns burst 10^6; no delay),
+# then per request:
 # cost 1, its number of limits, and per limit its key's and its limit's index.
 limits_args() { # limits
   local out="$1" k
-  for k in $(seq "$1"); do out="$out 0 1000 1000000 3600 1000000"; done
+  for k in $(seq "$1"); do out="$out 0 1000 1000000 3600 1000000 0"; done
   echo "$out"
 }
 request_args() { # first-key-index limits
