@@ -27,13 +27,13 @@ declare -A max_len=(
   [fuzz_challenge]=256 [fuzz_config]=8192 [fuzz_http_heads]=8192 [fuzz_keys]=2048 [fuzz_ws_frames]=4096
   [fuzz_redis_replies]=4096 [fuzz_access_lines]=4096 [fuzz_sim_log]=4096 [fuzz_jwt]=9000 [fuzz_overrides]=4096
   [fuzz_standing]=1024 [fuzz_state_file]=65536
-  [fuzz_h2_frames]=16384
+  [fuzz_h2_frames]=16384 [fuzz_message_type]=8192
 )
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 failed=()
 for target in fuzz_router fuzz_proxy_header fuzz_client_address fuzz_challenge fuzz_config \
   fuzz_http_heads fuzz_keys fuzz_ws_frames fuzz_redis_replies fuzz_access_lines fuzz_sim_log \
-  fuzz_jwt fuzz_overrides fuzz_standing fuzz_state_file fuzz_h2_frames; do
+  fuzz_jwt fuzz_overrides fuzz_standing fuzz_state_file fuzz_h2_frames fuzz_message_type; do
   work="build-fuzz/corpus/$target" findings="build-fuzz/findings/$target"
   log="build-fuzz/logs/$target.log"
   rm -rf "$work" "$findings"
