@@ -118,7 +118,7 @@ TEST_CASE("no type: not a string, not there, not JSON, too deep", "[json_type]")
   CHECK(type_of("/0", "[" + shallow.substr(1)) == "<none>");  // a string, not at /0's depth
 }
 
-TEST_CASE("a long value is found but names nothing; a long message is read only so far",
+TEST_CASE("a long value is found but names nothing, and a long message is read only so far",
           "[json_type]") {
   const std::string longest(type_scanner::max_value, 'x');
   CHECK(type_of("/type", R"({"type":")" + longest + R"("})") == longest);

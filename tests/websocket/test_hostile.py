@@ -21,6 +21,7 @@ categories:
     websocket:
       max_message_size: 100KiB
       messages: { rate: 1000/s, burst: 1000 }
+      pings: { rate: 1000/s, burst: 1000 }   # the framing cases interleave hundreds of pings
 """
 
 F = h.RawWs.frame
