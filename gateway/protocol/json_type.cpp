@@ -262,8 +262,8 @@ bool type_scanner::string_byte(std::uint8_t c) noexcept {
 
 bool type_scanner::string_end() noexcept {
   if (in_key_) {
-    next_on_path_ = role_ == role::key && !key_differs_ &&
-                    key_at_ == pointer_->tokens[depth_ - 1].size();
+    next_on_path_ =
+        role_ == role::key && !key_differs_ && key_at_ == pointer_->tokens[depth_ - 1].size();
     role_ = role::skip;
     lex_ = lex::colon;
     return true;

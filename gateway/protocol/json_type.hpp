@@ -61,14 +61,14 @@ class type_scanner {
   /// What the lexer expects next.
   enum class lex : std::uint8_t {
     value,          ///< a value (the document's, after ':' or an array's ',')
-    first_element,  ///< after '[': a value or ']' 
-    first_key,    ///< after '{': a key or '}'
-    key,          ///< after an object's ',': a key
-    colon,        ///< after a key
-    after_value,  ///< ',' or the container's end
-    string,       ///< inside a string
-    literal,      ///< inside true, false, null or a number
-    done          ///< the top-level value has ended
+    first_element,  ///< after '[': a value or ']'
+    first_key,      ///< after '{': a key or '}'
+    key,            ///< after an object's ',': a key
+    colon,          ///< after a key
+    after_value,    ///< ',' or the container's end
+    string,         ///< inside a string
+    literal,        ///< inside true, false, null or a number
+    done            ///< the top-level value has ended
   };
   /// What the string being read is.
   enum class role : std::uint8_t { skip, key, target };
@@ -98,16 +98,16 @@ class type_scanner {
   std::uint32_t matched_ = 0;  ///< of them, those on the pointer's path (from the outside)
   /// Per depth up to max_tokens: the current element's index, in an on-path array.
   std::array<std::uint64_t, json_pointer::max_tokens + 1> indexes_{};
-  bool next_on_path_ = false;  ///< the value about to start is on the path
+  bool next_on_path_ = false;                          ///< the value about to start is on the path
   std::array<std::uint64_t, max_depth / 64> kinds_{};  ///< per level: 1 array, 0 object
   // The string being read.
-  bool in_key_ = false;          ///< an object's key, else a value
-  bool escape_ = false;          ///< after a backslash
-  std::uint8_t hex_left_ = 0;    ///< \u: hex digits still to come
-  std::uint32_t unit_ = 0;       ///< \u: the code unit so far
-  std::uint32_t high_ = 0;       ///< a high surrogate waiting for its low half
-  std::size_t key_at_ = 0;       ///< key: bytes compared with the token so far
-  bool key_differs_ = false;     ///< key: not the token
+  bool in_key_ = false;                  ///< an object's key, else a value
+  bool escape_ = false;                  ///< after a backslash
+  std::uint8_t hex_left_ = 0;            ///< \u: hex digits still to come
+  std::uint32_t unit_ = 0;               ///< \u: the code unit so far
+  std::uint32_t high_ = 0;               ///< a high surrogate waiting for its low half
+  std::size_t key_at_ = 0;               ///< key: bytes compared with the token so far
+  bool key_differs_ = false;             ///< key: not the token
   std::array<char, max_value> value_{};  ///< target: the value so far
   std::size_t value_size_ = 0;
   bool value_long_ = false;

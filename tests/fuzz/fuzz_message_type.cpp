@@ -26,8 +26,8 @@ namespace {
 using namespace tollgate::protocol::ws;
 namespace json = boost::json;
 
-constexpr const char* pointers[] = {"/type", "/method", "/params/0/method", "/a~1b/c~0d", "/0",
-                                    "/data/type", "/1/type", "/"};
+constexpr const char* pointers[] = {"/type", "/method",    "/params/0/method", "/a~1b/c~0d",
+                                    "/0",    "/data/type", "/1/type",          "/"};
 
 const json_pointer& compiled(std::size_t i) {
   static const auto all = [] {
@@ -71,10 +71,15 @@ struct source {
 };
 
 json::value generate(source& s, int depth) {
-  static constexpr const char* keys[] = {"type", "method", "params", "a/b", "c~d", "data", "",
-                                         "x", "typ", "types"};
-  static constexpr const char* texts[] = {"chat", "typing", "é\"\\/\n\t", "\x01\x1f",
-                                          "\xF0\x9F\x98\x80", "", "a very long type name that "
+  static constexpr const char* keys[] = {"type", "method", "params", "a/b", "c~d",
+                                         "data", "",       "x",      "typ", "types"};
+  static constexpr const char* texts[] = {"chat",
+                                          "typing",
+                                          "é\"\\/\n\t",
+                                          "\x01\x1f",
+                                          "\xF0\x9F\x98\x80",
+                                          "",
+                                          "a very long type name that "
                                           "runs past the sixty-four bytes the scanner keeps"};
   const std::uint8_t b = s.next();
   switch (depth > 6 ? b % 5 : b % 7) {

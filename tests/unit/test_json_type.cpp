@@ -57,7 +57,8 @@ TEST_CASE("pointers: tokens unescaped, and what is refused", "[json_type]") {
   CHECK(pointer("/a~1b/c~0d/~01").tokens == std::vector<std::string>{"a/b", "c~d", "~1"});
   CHECK(pointer("/").tokens == std::vector<std::string>{""});
   std::string error;
-  for (const char* bad : {"", "type", "/a~2", "/a~", "/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17"}) {
+  for (const char* bad :
+       {"", "type", "/a~2", "/a~", "/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17"}) {
     CAPTURE(bad);
     CHECK_FALSE(json_pointer::parse(bad, error));
     CHECK_FALSE(error.empty());
@@ -90,17 +91,35 @@ TEST_CASE("a type found at its pointer, however the message is cut", "[json_type
 
 TEST_CASE("no type: not a string, not there, not JSON, too deep", "[json_type]") {
   for (const char* doc : {
-           R"({"type":5})", R"({"type":null})", R"({"type":{"name":"chat"}})",
-           R"({"type":["chat"]})", R"({"type":true})",    // not strings
-           R"({"kind":"chat"})", R"({"x":{"type":"chat"}})", R"(["type","chat"])",
-           R"("type")", R"(42)", R"({})", R"([])",        // not there
-           R"({"type" "chat"})", R"({'type':'chat'})", R"({"a":1,,"type":"x"})",
-           R"({"a":tru,"type":"x"})", R"({"a":[1,],"type":"x"})", R"({"a":1 "type":"x"})",
-           "{\"a\":\"line\nbreak\",\"type\":\"x\"}", R"({"a":"\ud800","type":"x"})",
-           R"({"a":"\udc00","type":"x"})", R"({"a":"\q","type":"x"})",
-           R"({"a":"\u12G4","type":"x"})", R"(})", R"(]{"type":"x"})",
-           R"({"type":"chat)",                             // the message ended first
-           "", "   ", "\xEF\xBB\xBF{\"type\":\"x\"}",     // empty; a byte order mark
+           R"({"type":5})",
+           R"({"type":null})",
+           R"({"type":{"name":"chat"}})",
+           R"({"type":["chat"]})",
+           R"({"type":true})",  // not strings
+           R"({"kind":"chat"})",
+           R"({"x":{"type":"chat"}})",
+           R"(["type","chat"])",
+           R"("type")",
+           R"(42)",
+           R"({})",
+           R"([])",  // not there
+           R"({"type" "chat"})",
+           R"({'type':'chat'})",
+           R"({"a":1,,"type":"x"})",
+           R"({"a":tru,"type":"x"})",
+           R"({"a":[1,],"type":"x"})",
+           R"({"a":1 "type":"x"})",
+           "{\"a\":\"line\nbreak\",\"type\":\"x\"}",
+           R"({"a":"\ud800","type":"x"})",
+           R"({"a":"\udc00","type":"x"})",
+           R"({"a":"\q","type":"x"})",
+           R"({"a":"\u12G4","type":"x"})",
+           R"(})",
+           R"(]{"type":"x"})",
+           R"({"type":"chat)",  // the message ended first
+           "",
+           "   ",
+           "\xEF\xBB\xBF{\"type\":\"x\"}",  // empty; a byte order mark
        }) {
     CAPTURE(doc);
     CHECK(type_of("/type", doc) == "<none>");
