@@ -16,6 +16,7 @@
 
 #include "gateway/app/state_file.hpp"
 #include "gateway/config/gateway.hpp"
+#include "gateway/limit/memory_store.hpp"
 
 using namespace tollgate;
 

@@ -236,12 +236,10 @@ class gateway_process {
     standing_.emplace(*pow_, *shared_->tiers_set, *store_, current_->config.policy.pow_counters,
                       current_);
     if (standing_->shared()) shared_->standing = &*standing_;
-    if (!current_->config.store.state_file.empty()) {
-      if (state) {
-        state_parts parts = state_now();
-        load_state(current_->config.store.state_file, *state, parts, clock_.now());
-        forced_ = std::move(parts.forced);
-      }
+    if (state) {
+      state_parts parts = state_now();
+      load_state(current_->config.store.state_file, *state, parts, clock_.now());
+      forced_ = std::move(parts.forced);
     }
     return true;
   }
@@ -542,15 +540,16 @@ class gateway_process {
   std::vector<std::unique_ptr<net::acme_client>> acme_;  ///< one per listener with tls.acme
   std::optional<net::server> server_;                    ///< the workers
   std::optional<attack_watch> attack_;                   ///< attack mode (docs/design.md §16)
-  std::vector<forced_attack> forced_;  ///< levels the state file forced, until attack_ exists
-  std::optional<admin_endpoints> endpoints_;   ///< what the admin listener answers
-  std::unique_ptr<net::admin_server> admin_;   ///< the admin listener
-  bool draining_ = false;                      ///< a stop signal came
-  asio::steady_timer delay_;                   ///< shutdown.delay
-  asio::steady_timer save_timer_{control_};    ///< store.save_interval
-  std::thread stopper_;                        ///< stops the workers
-  std::thread reader_;                         ///< reads a reload's files
-  bool reading_ = false, read_again_ = false;  ///< a reload is reading; one more asked
+  std::optional<admin_endpoints> endpoints_;             ///< what the admin listener answers
+  std::unique_ptr<net::admin_server> admin_;             ///< the admin listener
+  bool draining_ = false;                                ///< a stop signal came
+  asio::steady_timer delay_;                             ///< shutdown.delay
+  asio::steady_timer save_timer_{control_};              ///< store.save_interval
+  std::thread stopper_;                                  ///< stops the workers
+  std::thread reader_;                                   ///< reads a reload's files
+  bool reading_ = false, read_again_ = false;            ///< a reload is reading; one more asked
+  /// Attack levels the state file had forced, until attack_ runs to force them again.
+  std::vector<forced_attack> forced_;
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "gateway/app/override_json.hpp"
 #include "gateway/core/siphash.hpp"
 #include "gateway/core/state_codec.hpp"
+#include "gateway/limit/memory_store.hpp"
 #include "gateway/policy/attack.hpp"
 
 namespace tollgate::app {

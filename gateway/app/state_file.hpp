@@ -23,10 +23,13 @@
 
 #include "gateway/core/clock.hpp"
 #include "gateway/core/siphash.hpp"
-#include "gateway/limit/memory_store.hpp"
 #include "gateway/policy/overrides.hpp"
 #include "gateway/policy/pow_gate.hpp"
 #include "gateway/policy/tier_memory.hpp"
+
+namespace tollgate::limit {
+class memory_store;
+}
 
 namespace tollgate::app {
 

@@ -114,7 +114,7 @@ struct tunnel final : tunnel_list::member {
   direction from_client;            ///< client -> upstream
   direction from_upstream;          ///< upstream -> client
   std::uint16_t own_code = 0;       ///< the gateway's close code, once it closes
-  std::string own_reason;           ///< and its reason ("pings", a message type; "": none)
+  std::string_view own_reason;      ///< and its reason ("pings"; "": none), static text
   bool counted = false;             ///< the close was counted
   bool upstream_pump_done = false;  ///< the upstream -> client coroutine has returned
   std::unique_ptr<std::array<char, 16 * 1024>> tls_in;     ///< TLS reads (plain: the worker's)

@@ -10,15 +10,13 @@
 /// missing comma, a control character in a string, a lone surrogate, nesting deeper than
 /// max_depth) ends the scan with no type; so does a value that is not a string, or the end of
 /// the message. Of two equal keys the first one on the pointer's path that holds the value
-/// wins. The relay stops feeding at its scan limit. No I/O, no allocation after construction.
+/// wins. The caller stops feeding at its scan limit (the relay, once message types are wired into
+/// it: issue 27). No I/O, no allocation.
 
 #include <array>
 #include <cstdint>
-#include <optional>
 #include <span>
-#include <string>
 #include <string_view>
-#include <vector>
 
 #include "gateway/core/json_pointer.hpp"
 

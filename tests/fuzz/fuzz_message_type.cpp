@@ -16,8 +16,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gateway/protocol/json_type.hpp"
 

@@ -19,6 +19,7 @@
 #include "gateway/config/gateway.hpp"
 #include "gateway/core/siphash.hpp"
 #include "gateway/core/state_codec.hpp"
+#include "gateway/limit/memory_store.hpp"
 
 namespace {
 

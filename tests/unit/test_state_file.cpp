@@ -9,6 +9,7 @@
 #include "gateway/app/override_json.hpp"
 #include "gateway/app/state_file.hpp"
 #include "gateway/config/gateway.hpp"
+#include "gateway/limit/memory_store.hpp"
 
 using namespace tollgate;
 
